@@ -1,0 +1,1 @@
+"""Family adapters: one small module per model family, each registering itself with the registry."""

@@ -1,0 +1,38 @@
+"""platonic_sdk: move task edits between dual encoders of different families and widths."""
+
+from .errors import (
+    CheckpointError,
+    GridMismatchError,
+    NonFiniteError,
+    NotAffineError,
+    PlatonicError,
+    ShapeError,
+    UnknownFamilyError,
+)
+from .protocol import AffineSite, DualEncoder
+from .registry import FamilySpec, family, from_config, list_families, load, register_family
+from .tasks import Grid, Split, Task
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AffineSite",
+    "CheckpointError",
+    "DualEncoder",
+    "FamilySpec",
+    "Grid",
+    "GridMismatchError",
+    "NonFiniteError",
+    "NotAffineError",
+    "PlatonicError",
+    "ShapeError",
+    "Split",
+    "Task",
+    "UnknownFamilyError",
+    "family",
+    "from_config",
+    "list_families",
+    "load",
+    "register_family",
+    "__version__",
+]

@@ -1,0 +1,54 @@
+"""The SDK's error types: each names the problem, and raising one never leaves a model half-edited."""
+
+from __future__ import annotations
+
+import torch
+
+
+class PlatonicError(Exception):
+    """Base class of every error the SDK raises on bad input."""
+
+
+class ShapeError(PlatonicError, ValueError):
+    """A tensor's shape does not match what the operation needs (grid size, width, ...)."""
+
+
+class GridMismatchError(PlatonicError, ValueError):
+    """Descriptors or features from different grids were combined."""
+
+
+class NonFiniteError(PlatonicError, ValueError):
+    """NaN or inf where finite numbers are required."""
+
+
+class UnknownFamilyError(PlatonicError, KeyError):
+    """A family name that the registry does not know."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; show it plainly
+        return str(self.args[0]) if self.args else ""
+
+
+class CheckpointError(PlatonicError, ValueError):
+    """A checkpoint that does not exist, is corrupt, or belongs to another family."""
+
+
+class NotAffineError(PlatonicError, TypeError):
+    """The module at a model's last-affine site is not an affine map the method can fold into."""
+
+
+def check_finite(x: torch.Tensor, what: str) -> None:
+    """Raise NonFiniteError when x holds NaN or inf."""
+    if not torch.isfinite(x).all():
+        bad = int((~torch.isfinite(x)).sum())
+        raise NonFiniteError(f"{what} contains {bad} NaN/inf value(s)")
+
+
+def check_strength(alpha: float, what: str = "alpha") -> float:
+    """Return alpha as a float, or raise when it is not a finite number."""
+    try:
+        value = float(alpha)
+    except (TypeError, ValueError):
+        raise PlatonicError(f"{what} must be a finite number, got {alpha!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise NonFiniteError(f"{what} must be a finite number, got {alpha!r}")
+    return value

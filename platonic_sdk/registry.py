@@ -1,0 +1,79 @@
+"""Family registry: a family name maps to its adapter's loader, config builder and default checkpoint.
+
+Adding a family is one `register_family` call (see docs/architecture.md); the core never lists families.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+import attrs
+
+from .errors import UnknownFamilyError
+from .protocol import DualEncoder
+
+
+@attrs.frozen
+class FamilySpec:
+    """How to build one family: `load(checkpoint, **options)` and `from_config(config=None, **options)`.
+
+    `load` reads a hub id, open_clip pretrained tag, local folder or file; `from_config` builds random
+    weights from a (small) config dict, which is how tests and the synthetic worlds make models.
+    """
+
+    name: str
+    modality: str
+    default_checkpoint: str | None
+    load: Callable[..., DualEncoder]
+    from_config: Callable[..., DualEncoder]
+    description: str = ""
+
+
+_FAMILIES: dict[str, FamilySpec] = {}
+# Built-in adapters, imported on first use so that `import platonic_sdk` stays fast.
+_BUILTIN_MODULES = ("clip", "openclip", "siglip", "evaclip", "clap")
+_builtins_loaded = False
+
+
+def register_family(spec: FamilySpec, *, replace: bool = False) -> FamilySpec:
+    """Make `spec.name` loadable through `platonic_sdk.load`."""
+    if spec.name in _FAMILIES and not replace:
+        raise ValueError(f"family {spec.name!r} is already registered (pass replace=True to override)")
+    _FAMILIES[spec.name] = spec
+    return spec
+
+
+def _load_builtins() -> None:
+    global _builtins_loaded
+    if _builtins_loaded:
+        return
+    _builtins_loaded = True
+    for module in _BUILTIN_MODULES:
+        importlib.import_module(f"platonic_sdk.adapters.{module}")
+
+
+def family(name: str) -> FamilySpec:
+    """The registered spec of `name`, or UnknownFamilyError listing the known ones."""
+    _load_builtins()
+    try:
+        return _FAMILIES[name]
+    except KeyError:
+        raise UnknownFamilyError(f"unknown family {name!r}; known families: {', '.join(sorted(_FAMILIES))}") from None
+
+
+def list_families(modality: str | None = None) -> list[str]:
+    """Names of the registered families, optionally of one modality."""
+    _load_builtins()
+    return sorted(n for n, s in _FAMILIES.items() if modality is None or s.modality == modality)
+
+
+def load(family_name: str, checkpoint: str | None = None, **options: Any) -> DualEncoder:
+    """Load `family_name` from `checkpoint` (default: the family's reference checkpoint)."""
+    spec = family(family_name)
+    return spec.load(checkpoint or spec.default_checkpoint, **options)
+
+
+def from_config(family_name: str, config: dict | None = None, **options: Any) -> DualEncoder:
+    """Build `family_name` with random weights from a config (None: the family's tiny test config)."""
+    return family(family_name).from_config(config, **options)

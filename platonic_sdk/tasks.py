@@ -1,0 +1,145 @@
+"""Tasks (class names, templates, splits) and grids (probe items x class prompts) with a stable identity."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Sequence
+
+import attrs
+import numpy as np
+
+from .errors import GridMismatchError, PlatonicError, ShapeError
+
+DEFAULT_TEMPLATE = "a photo of a {}."
+
+
+def _labels(value: Any) -> np.ndarray:
+    return np.asarray(value, dtype=np.int64).reshape(-1)
+
+
+@attrs.frozen(eq=False)
+class Split:
+    """Items (PIL images, waveforms, ...; anything the family's `preprocess` takes) with integer labels."""
+
+    items: Sequence[Any]
+    labels: np.ndarray = attrs.field(converter=_labels)
+
+    def __attrs_post_init__(self) -> None:
+        if len(self.items) != len(self.labels):
+            raise ShapeError(f"split has {len(self.items)} items but {len(self.labels)} labels")
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def subset(self, ids: Sequence[int]) -> "Split":
+        """The items and labels at `ids`, in that order."""
+        ids = [int(i) for i in ids]
+        return Split([self.items[i] for i in ids], self.labels[ids])
+
+
+def _tuple_of_str(value: Sequence[str]) -> tuple[str, ...]:
+    return tuple(str(v) for v in value)
+
+
+@attrs.frozen(eq=False)
+class Task:
+    """A classification problem: class names, prompt templates, a train split and a disjoint test split."""
+
+    name: str
+    classnames: tuple[str, ...] = attrs.field(converter=_tuple_of_str)
+    train: Split
+    test: Split
+    templates: tuple[str, ...] = attrs.field(default=(DEFAULT_TEMPLATE,), converter=_tuple_of_str)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.classnames:
+            raise PlatonicError(f"task {self.name!r} has no classes")
+        if not self.templates or any("{}" not in t for t in self.templates):
+            raise PlatonicError(f"task {self.name!r}: every template needs a '{{}}' slot, got {self.templates}")
+        for split_name in ("train", "test"):
+            labels = getattr(self, split_name).labels
+            if len(labels) and (labels.min() < 0 or labels.max() >= len(self.classnames)):
+                raise ShapeError(f"task {self.name!r}: {split_name} labels fall outside 0..{len(self.classnames) - 1}")
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classnames)
+
+    def prompts(self) -> tuple[tuple[str, ...], ...]:
+        """For each class, its templates filled with the class name."""
+        return tuple(tuple(t.format(c) for t in self.templates) for c in self.classnames)
+
+    def grid(self, per_class: int = 30, seed: int = 0, stratified: bool = False) -> "Grid":
+        """The task's probe grid: see `Grid.from_task`."""
+        return Grid.from_task(self, per_class=per_class, seed=seed, stratified=stratified)
+
+
+def _prompt_tuple(value: Sequence[Sequence[str]]) -> tuple[tuple[str, ...], ...]:
+    return tuple(tuple(str(p) for p in cls) for cls in value)
+
+
+@attrs.frozen(eq=False)
+class Grid:
+    """Probe items of a task's train split x its class prompts; descriptors live on one grid.
+
+    `identity` hashes (task, probe ids, prompts): two descriptors are comparable only when equal.
+    """
+
+    task: str
+    probe_ids: tuple[int, ...] = attrs.field(converter=lambda v: tuple(int(i) for i in v))
+    prompts: tuple[tuple[str, ...], ...] = attrs.field(converter=_prompt_tuple)
+    items: Sequence[Any] = attrs.field(repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if len(self.items) != len(self.probe_ids):
+            raise ShapeError(f"grid {self.task!r}: {len(self.items)} items for {len(self.probe_ids)} probe ids")
+        if not self.prompts or any(not p for p in self.prompts):
+            raise PlatonicError(f"grid {self.task!r}: every class needs at least one prompt")
+
+    @classmethod
+    def from_task(cls, task: Task, per_class: int = 30, seed: int = 0, stratified: bool = False) -> "Grid":
+        """Draw min(per_class * M, |train|) probes from the train split with a fixed seed.
+
+        Uniform draws (the authors' protocol) never look at labels; `stratified=True` takes
+        per_class items of each class instead.
+        """
+        rng = np.random.default_rng(seed)
+        n = len(task.train)
+        if stratified:
+            ids = []
+            for c in range(task.num_classes):
+                members = np.flatnonzero(task.train.labels == c)
+                ids.extend(rng.permutation(members)[:per_class].tolist())
+            ids = sorted(ids)
+        else:
+            budget = min(per_class * task.num_classes, n)
+            ids = sorted(rng.choice(n, size=budget, replace=False).tolist())
+        if not ids:
+            raise PlatonicError(f"task {task.name!r} has no train items to draw probes from")
+        return cls(task.name, ids, task.prompts(), [task.train.items[i] for i in ids])
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(P, M): probes x classes, the shape of every descriptor on this grid."""
+        return len(self.probe_ids), len(self.prompts)
+
+    @property
+    def identity(self) -> str:
+        """Stable hash of (task name, probe ids, prompt lists)."""
+        payload = json.dumps([self.task, list(self.probe_ids), [list(p) for p in self.prompts]])
+        return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+    @classmethod
+    def union(cls, grids: Sequence["Grid"], name: str = "union") -> "Grid":
+        """All probes of all grids x all their prompts: a common grid for cross-task comparisons."""
+        if len({g.identity for g in grids}) != len(grids):
+            raise GridMismatchError("union needs distinct grids")
+        items, ids, prompts = [], [], []
+        offset = 0
+        for g in grids:
+            items.extend(g.items)
+            ids.extend(offset + i for i in range(len(g.items)))
+            offset += len(g.items)
+            prompts.extend(g.prompts)
+        return cls(name + ":" + "+".join(f"{g.task}@{g.identity[:8]}" for g in grids), ids, prompts, items)
