@@ -9,13 +9,21 @@ from .errors import (
     ShapeError,
     UnknownFamilyError,
 )
+from .descriptor import UTD, Composition, Term
 from .protocol import AffineSite, DualEncoder
 from .registry import FamilySpec, family, from_config, list_families, load, register_family
 from .tasks import Grid, Split, Task
+from .transfer import Edit, OperatorBank, OperatorEdit
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "UTD",
+    "Composition",
+    "Term",
+    "Edit",
+    "OperatorBank",
+    "OperatorEdit",
     "AffineSite",
     "CheckpointError",
     "DualEncoder",

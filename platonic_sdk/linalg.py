@@ -20,6 +20,8 @@ __all__ = [
     "orthoreg_penalty",
     "descriptor_cosine",
     "unit_rows",
+    "edited_embeddings",
+    "first_order_change",
 ]
 
 
@@ -112,3 +114,23 @@ def descriptor_cosine(a: Tensor, b: Tensor) -> float:
     a64, b64 = a.reshape(-1).double(), b.reshape(-1).double()
     denom = a64.norm() * b64.norm()
     return float(a64 @ b64 / denom) if denom > 0 else 0.0
+
+
+def edited_embeddings(S: Tensor, Z: Tensor, A: Tensor, alpha: float) -> Tensor:
+    """Exact raw embeddings after folding z -> z + alpha A s at the last affine site: Z + alpha S A^T."""
+    if S.shape[0] != Z.shape[0] or A.shape != (Z.shape[1], S.shape[1]):
+        raise ShapeError(f"operator {tuple(A.shape)} does not fit site inputs {tuple(S.shape)} and embeddings {tuple(Z.shape)}")
+    return Z + alpha * (S @ A.to(S.dtype).T)
+
+
+def first_order_change(S: Tensor, Z: Tensor, A: Tensor, G: Tensor) -> Tensor:
+    """d/d alpha of <normalize(z + alpha A s), g> at alpha = 0, per probe and landmark (P x M).
+
+    With D = (S A^T) / ||z|| and f = z / ||z||: D G^T - (rowsum(D * f)) (f G^T). The solve fits only
+    the first term (METHOD sec. 4); the second is the renormalisation's radial correction.
+    """
+    norms = Z.norm(dim=1, keepdim=True)
+    D = (S @ A.to(S.dtype).T) / norms
+    f = Z / norms
+    G = unit_rows(G)
+    return D @ G.T - (D * f).sum(1, keepdim=True) * (f @ G.T)

@@ -1,0 +1,203 @@
+"""Universal Task Descriptors and their composition algebra.
+
+A UTD is a P x M matrix of affinity changes on one task's grid; its shape never depends on the model.
+A Composition is a formal signed sum of UTDs: terms on different grids stay separate terms.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+from typing import Any, Iterator
+
+import attrs
+import torch
+from torch import Tensor
+
+from .errors import GridMismatchError, PlatonicError, ShapeError, check_finite
+from .features import encode_items, landmarks
+from .io import load_tensors, save_tensors
+from .linalg import descriptor_cosine, utd
+from .protocol import DualEncoder
+from .tasks import Grid
+
+
+def _matrix(value: Tensor) -> Tensor:
+    value = torch.as_tensor(value).detach().float().cpu()
+    if value.ndim != 2:
+        raise ShapeError(f"a descriptor is a P x M matrix, got shape {tuple(value.shape)}")
+    check_finite(value, "descriptor")
+    return value
+
+
+@attrs.frozen(eq=False)
+class UTD:
+    """UTD[i, j] = <f_ft(x_i), g(p_j)> - <f_pre(x_i), g(p_j)> on grid `grid_id` of task `task`."""
+
+    matrix: Tensor = attrs.field(converter=_matrix)
+    grid_id: str
+    task: str
+    provenance: dict[str, Any] = attrs.field(factory=dict)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.matrix.shape)
+
+    def check_grid(self, grid: Grid) -> None:
+        """Raise unless this descriptor lives on `grid` (same identity and shape)."""
+        if grid.identity != self.grid_id:
+            raise GridMismatchError(
+                f"descriptor of task {self.task!r} is on grid {self.grid_id}, not on grid {grid.identity} ({grid.task!r})"
+            )
+        if grid.shape != self.shape:
+            raise ShapeError(f"descriptor has shape {self.shape}, but its grid is {grid.shape}")
+
+    @classmethod
+    def from_features(cls, f_pre: Tensor, f_ft: Tensor, g: Tensor, grid: Grid, **provenance: Any) -> "UTD":
+        """Descriptor from probe embeddings before/after a change and the grid's landmarks."""
+        if f_pre.shape[0] != grid.shape[0] or g.shape[0] != grid.shape[1]:
+            raise ShapeError(f"features give {f_pre.shape[0]} x {g.shape[0]}, but the grid is {grid.shape}")
+        return cls(utd(f_pre, f_ft, g), grid.identity, grid.task, provenance)
+
+    @classmethod
+    def compute(cls, pre: DualEncoder, ft: DualEncoder, grid: Grid, batch_size: int = 64, **provenance: Any) -> "UTD":
+        """Descriptor of `ft` against `pre` (same family; the text tower of `pre` gives the landmarks)."""
+        if pre.family != ft.family or pre.embed_dim != ft.embed_dim:
+            raise PlatonicError(f"a UTD compares two states of one model, got {pre.family} and {ft.family}")
+        g = landmarks(pre, grid.prompts)
+        f_pre = encode_items(pre, grid.items, batch_size)
+        f_ft = encode_items(ft, grid.items, batch_size)
+        provenance = {"family": pre.family, "checkpoint": pre.checkpoint, **provenance}
+        return cls.from_features(f_pre, f_ft, g, grid, **provenance)
+
+    def random_like(self, seed: int = 0) -> "UTD":
+        """Random-UTD baseline: Gaussian entries rescaled to this descriptor's Frobenius norm."""
+        gen = torch.Generator().manual_seed(seed)
+        noise = torch.randn(self.shape, generator=gen)
+        noise = noise * (self.matrix.norm() / noise.norm())
+        return UTD(noise, self.grid_id, self.task, {**self.provenance, "random_seed": seed, "baseline": "random"})
+
+    def cosine(self, other: "UTD") -> float:
+        """Cosine between flattened descriptors on the same grid."""
+        if other.grid_id != self.grid_id:
+            raise GridMismatchError(f"cannot compare descriptors on grids {self.grid_id} and {other.grid_id}")
+        return descriptor_cosine(self.matrix, other.matrix)
+
+    def save(self, path: str | os.PathLike) -> None:
+        save_tensors(path, {"utd": self.matrix}, "utd", {"grid_id": self.grid_id, "task": self.task, "provenance": self.provenance})
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "UTD":
+        tensors, meta, _ = load_tensors(path, "utd")
+        if "utd" not in tensors or "grid_id" not in meta or "task" not in meta:
+            raise PlatonicError(f"{path} is missing the descriptor matrix or its grid identity")
+        return cls(tensors["utd"], meta["grid_id"], meta["task"], meta.get("provenance", {}))
+
+    # algebra: every operation yields a Composition
+    def as_composition(self) -> "Composition":
+        return Composition((Term(self, 1.0),))
+
+    def __add__(self, other: "UTD | Composition") -> "Composition":
+        return self.as_composition() + other
+
+    def __sub__(self, other: "UTD | Composition") -> "Composition":
+        return self.as_composition() - other
+
+    def __neg__(self) -> "Composition":
+        return -self.as_composition()
+
+    def __mul__(self, coef: float) -> "Composition":
+        return self.as_composition() * coef
+
+    __rmul__ = __mul__
+
+    def __repr__(self) -> str:
+        return f"UTD(task={self.task!r}, grid={self.grid_id}, shape={self.shape}, norm={float(self.matrix.norm()):.4g})"
+
+
+@attrs.frozen
+class Term:
+    """One signed, weighted descriptor of a composition: coef * utd."""
+
+    utd: UTD
+    coef: float = attrs.field(converter=float)
+
+
+def _coefficient(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"a composition scales by a real number, got {type(value).__name__}")
+    value = float(value)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise PlatonicError(f"composition coefficient must be finite, got {value}")
+    return value
+
+
+@attrs.frozen
+class Composition:
+    """Signed sum of descriptor terms; each term stays on its own grid (METHOD sec. 3)."""
+
+    terms: tuple[Term, ...]
+
+    def __attrs_post_init__(self) -> None:
+        grids: dict[str, str] = {}
+        for term in self.terms:
+            known = grids.setdefault(term.utd.task, term.utd.grid_id)
+            if known != term.utd.grid_id:
+                raise GridMismatchError(
+                    f"two descriptors of task {term.utd.task!r} live on different grids ({known} vs "
+                    f"{term.utd.grid_id}); recompute them on one grid before combining"
+                )
+
+    @staticmethod
+    def of(value: "UTD | Composition") -> "Composition":
+        if isinstance(value, UTD):
+            return value.as_composition()
+        if isinstance(value, Composition):
+            return value
+        raise TypeError(f"cannot compose a descriptor with {type(value).__name__}")
+
+    def __add__(self, other: "UTD | Composition") -> "Composition":
+        return Composition(self.terms + Composition.of(other).terms)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: "UTD | Composition") -> "Composition":
+        return self + (-Composition.of(other))
+
+    def __neg__(self) -> "Composition":
+        return self * -1.0
+
+    def __mul__(self, coef: float) -> "Composition":
+        c = _coefficient(coef)
+        return Composition(tuple(Term(t.utd, t.coef * c) for t in self.terms))
+
+    __rmul__ = __mul__
+
+    def __iter__(self) -> Iterator[Term]:
+        return iter(self.terms)
+
+    def __len__(self) -> int:
+        return len(self.terms)
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(t.utd.task for t in self.terms))
+
+    def by_grid(self) -> dict[str, tuple[str, Tensor]]:
+        """grid_id -> (task, sum of coef * UTD on that grid): the per-grid targets of the objective."""
+        out: dict[str, tuple[str, Tensor]] = {}
+        for t in self.terms:
+            task, acc = out.get(t.utd.grid_id, (t.utd.task, torch.zeros(t.utd.shape)))
+            if acc.shape != t.utd.shape:
+                raise ShapeError(f"descriptors on grid {t.utd.grid_id} have shapes {tuple(acc.shape)} and {t.utd.shape}")
+            out[t.utd.grid_id] = (task, acc + t.coef * t.utd.matrix)
+        return out
+
+    def objective(self, achieved: dict[str, Tensor]) -> float:
+        """L = sum over grids of (1/M) ||UTD[E] - sum_l c_l UTD_l||_F^2, given the edit's UTD per grid."""
+        total = 0.0
+        for grid_id, (_, target) in self.by_grid().items():
+            if grid_id not in achieved:
+                raise GridMismatchError(f"no achieved descriptor for grid {grid_id}")
+            total += float((achieved[grid_id] - target).square().sum()) / target.shape[1]
+        return total

@@ -1,0 +1,61 @@
+"""Cached evaluation features: accuracy of any folded operator at any strength without a forward pass.
+
+An edit at the last affine site changes the raw embedding exactly as z -> z + alpha A s, so caching
+(S, Z) of an evaluation set once makes every later evaluation a product, a normalisation and an argmax.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import attrs
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..errors import ShapeError
+from ..features import site_features
+from ..io import load_tensors, save_tensors
+from ..linalg import edited_embeddings
+from ..protocol import DualEncoder
+from ..tasks import Split
+from .zeroshot import accuracy_of, predict
+
+
+@attrs.frozen(eq=False)
+class FeatureCache:
+    """Site inputs S, raw embeddings Z and labels of one evaluation set on one target."""
+
+    S: Tensor
+    Z: Tensor
+    labels: np.ndarray = attrs.field(converter=lambda v: np.asarray(v, dtype=np.int64))
+    meta: dict[str, Any] = attrs.field(factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        if not (self.S.shape[0] == self.Z.shape[0] == len(self.labels)):
+            raise ShapeError(f"cache rows disagree: S {tuple(self.S.shape)}, Z {tuple(self.Z.shape)}, {len(self.labels)} labels")
+
+    @classmethod
+    def build(cls, encoder: DualEncoder, items: Sequence[Any] | Split, labels=None, batch_size: int = 64, progress: bool = False, **meta: Any) -> "FeatureCache":
+        """Encode `items` (or a Split) once on `encoder`."""
+        if isinstance(items, Split):
+            items, labels = items.items, items.labels
+        S, Z = site_features(encoder, items, batch_size, progress)
+        return cls(S, Z, labels, {"family": encoder.family, "checkpoint": encoder.checkpoint, **meta})
+
+    def embeddings(self, A: Tensor | None = None, alpha: float = 0.0) -> Tensor:
+        """Raw embeddings after folding alpha A (A None: the unedited model)."""
+        return self.Z if A is None or alpha == 0 else edited_embeddings(self.S, self.Z, A, alpha)
+
+    def accuracy(self, class_landmarks: Tensor, A: Tensor | None = None, alpha: float = 0.0) -> float:
+        """Zero-shot accuracy (percent) after folding alpha A."""
+        return accuracy_of(predict(self.embeddings(A, alpha), class_landmarks), torch.from_numpy(self.labels))
+
+    def save(self, path: str | os.PathLike) -> None:
+        save_tensors(path, {"S": self.S, "Z": self.Z, "labels": torch.from_numpy(self.labels)}, "feature_cache", self.meta)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "FeatureCache":
+        tensors, meta, _ = load_tensors(path, "feature_cache")
+        return cls(tensors["S"], tensors["Z"], tensors["labels"].numpy(), meta)

@@ -1,0 +1,192 @@
+"""Weight-space task vectors: tau = theta_ft - theta_pre, with the algebra of task arithmetic.
+
+A model edited by a sum of task vectors is theta = theta_pre + lambda * sum_i tau_i (same architecture
+only). Vectors live on named floating-point tensors (parameters and buffers); integer buffers never
+change under fine-tuning and are left out.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+from typing import Any, Iterable, Mapping
+
+import attrs
+import safetensors.torch
+import torch
+from torch import Tensor, nn
+
+from ..errors import CheckpointError, PlatonicError, ShapeError, check_finite, check_strength
+from ..io import load_tensors, save_tensors
+
+KIND = "task_vector"
+
+
+def named_tensors(module: nn.Module) -> dict[str, Tensor]:
+    """The module's floating-point parameters and buffers by name (shared tensors listed once)."""
+    out = {name: p for name, p in module.named_parameters()}
+    out.update((name, b) for name, b in module.named_buffers() if name not in out)
+    return {name: t for name, t in out.items() if t.is_floating_point()}
+
+
+def _check_same_layout(a: Mapping[str, Tensor], b: Mapping[str, Tensor], what: str) -> None:
+    """Raise unless `a` and `b` hold the same names with the same shapes."""
+    only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
+    if only_a or only_b:
+        raise PlatonicError(
+            f"{what}: different architectures ({len(only_a)} tensor(s) only in the first, e.g. {only_a[:3]}; "
+            f"{len(only_b)} only in the second, e.g. {only_b[:3]})"
+        )
+    for name in a:
+        if a[name].shape != b[name].shape:
+            raise ShapeError(f"{what}: tensor {name!r} has shapes {tuple(a[name].shape)} and {tuple(b[name].shape)}")
+
+
+def _frozen_deltas(value: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    out = {}
+    for name, t in value.items():
+        t = torch.as_tensor(t).detach()
+        if not t.is_floating_point():
+            raise PlatonicError(f"task-vector entry {name!r} is not floating point ({t.dtype})")
+        check_finite(t, f"task-vector entry {name!r}")
+        out[str(name)] = t
+    return out
+
+
+@attrs.frozen(eq=False)
+class TaskVector:
+    """tau[name] = theta_ft[name] - theta_pre[name]; supports +, -, scalar *, sum and apply/undo."""
+
+    deltas: dict[str, Tensor] = attrs.field(converter=_frozen_deltas)
+    metadata: dict[str, Any] = attrs.field(factory=dict)
+
+    @classmethod
+    def from_state_dicts(
+        cls,
+        pre: Mapping[str, Tensor],
+        ft: Mapping[str, Tensor],
+        include: Iterable[str] | None = None,
+        **metadata: Any,
+    ) -> "TaskVector":
+        """tau = ft - pre over the floating-point entries (or only the names in `include`)."""
+        pre_f = {k: v for k, v in pre.items() if torch.is_tensor(v) and v.is_floating_point()}
+        ft_f = {k: v for k, v in ft.items() if torch.is_tensor(v) and v.is_floating_point()}
+        _check_same_layout(pre_f, ft_f, "task vector")
+        names = list(pre_f) if include is None else list(include)
+        missing = [n for n in names if n not in pre_f]
+        if missing:
+            raise PlatonicError(f"task vector: no floating-point tensor named {missing[:3]}")
+        deltas = {n: ft_f[n].detach().to(pre_f[n].device) - pre_f[n].detach() for n in names}
+        return cls(deltas, metadata)
+
+    @classmethod
+    def from_models(
+        cls, pre: nn.Module, ft: nn.Module, include: Iterable[str] | None = None, **metadata: Any
+    ) -> "TaskVector":
+        """tau between two models of the same architecture (the pre-trained one first)."""
+        return cls.from_state_dicts(named_tensors(pre), named_tensors(ft), include, **metadata)
+
+    @classmethod
+    def from_files(cls, pre_path: str | os.PathLike, ft_path: str | os.PathLike, **metadata: Any) -> "TaskVector":
+        """tau between two plain safetensors state dicts (e.g. two checkpoints of one model)."""
+        states = []
+        for path in (pre_path, ft_path):
+            if not os.path.isfile(path):
+                raise CheckpointError(f"no such file: {path}")
+            try:
+                states.append(safetensors.torch.load_file(str(path)))
+            except Exception as exc:  # safetensors raises several types for foreign files
+                raise CheckpointError(f"{path} is not a readable safetensors file ({exc})") from None
+        return cls.from_state_dicts(states[0], states[1], **metadata)
+
+    # algebra
+    def _combine(self, other: "TaskVector", sign: float) -> "TaskVector":
+        if not isinstance(other, TaskVector):
+            return NotImplemented
+        _check_same_layout(self.deltas, other.deltas, "task-vector arithmetic")
+        deltas = {n: self.deltas[n] + sign * other.deltas[n].to(self.deltas[n].device) for n in self.deltas}
+        return TaskVector(deltas, {"combined": [self.metadata, other.metadata], "signs": [1.0, sign]})
+
+    def __add__(self, other: "TaskVector") -> "TaskVector":
+        return self._combine(other, 1.0)
+
+    def __sub__(self, other: "TaskVector") -> "TaskVector":
+        return self._combine(other, -1.0)
+
+    def __mul__(self, coef: float) -> "TaskVector":
+        if isinstance(coef, bool) or not isinstance(coef, numbers.Real):
+            return NotImplemented
+        c = check_strength(coef, "task-vector coefficient")
+        return TaskVector({n: c * d for n, d in self.deltas.items()}, {**self.metadata, "scaled_by": c})
+
+    __rmul__ = __mul__
+
+    def __neg__(self) -> "TaskVector":
+        return self * -1.0
+
+    @staticmethod
+    def sum(vectors: Iterable["TaskVector"]) -> "TaskVector":
+        """sum_i tau_i (all on the same tensors)."""
+        vectors = list(vectors)
+        if not vectors:
+            raise PlatonicError("TaskVector.sum needs at least one task vector")
+        total = vectors[0]
+        for v in vectors[1:]:
+            total = total + v
+        return total
+
+    def norm(self) -> float:
+        """Frobenius norm of the whole vector: sqrt(sum_name ||tau[name]||^2)."""
+        return float(sum(d.double().square().sum() for d in self.deltas.values()) ** 0.5)
+
+    def apply_to(self, model: nn.Module, coef: float = 1.0) -> "AppliedTaskVector":
+        """theta <- theta + coef * tau in place (summed in float64); returns a handle whose undo() is exact."""
+        c = check_strength(coef, "task-vector coefficient")
+        live = named_tensors(model)
+        missing = [n for n in self.deltas if n not in live]
+        if missing:
+            raise PlatonicError(f"model has no tensor named {missing[:3]} (different architecture?)")
+        for n, d in self.deltas.items():
+            if live[n].shape != d.shape:
+                raise ShapeError(f"tensor {n!r} has shape {tuple(live[n].shape)} in the model, {tuple(d.shape)} in the task vector")
+        handle = AppliedTaskVector({n: live[n] for n in self.deltas}, {n: live[n].detach().clone() for n in self.deltas})
+        with torch.no_grad():
+            for n, d in self.deltas.items():
+                t = live[n]
+                t.copy_((t.double() + c * d.to(device=t.device, dtype=torch.float64)).to(t.dtype))
+        return handle
+
+    def save(self, path: str | os.PathLike) -> None:
+        save_tensors(path, self.deltas, KIND, self.metadata)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "TaskVector":
+        tensors, meta, _ = load_tensors(path, KIND)
+        return cls(tensors, meta)
+
+    def __repr__(self) -> str:
+        return f"TaskVector({len(self.deltas)} tensors, norm={self.norm():.4g})"
+
+
+@attrs.define(eq=False)
+class AppliedTaskVector:
+    """Undo handle of `TaskVector.apply_to`: undo() copies the saved originals back bit for bit."""
+
+    tensors: dict[str, Tensor]
+    originals: dict[str, Tensor]
+    active: bool = True
+
+    def undo(self) -> None:
+        if not self.active:
+            raise PlatonicError("this task vector was already undone")
+        with torch.no_grad():
+            for n, t in self.tensors.items():
+                t.copy_(self.originals[n])
+        self.active = False
+
+    def __enter__(self) -> "AppliedTaskVector":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.active:
+            self.undo()

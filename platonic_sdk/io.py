@@ -1,0 +1,49 @@
+"""Safetensors files with a JSON metadata header: the one on-disk format of the SDK (never pickles).
+
+Every file records its `kind` (utd, operator_edit, lora_edit, task_vector, feature_cache, ...), the SDK
+version and free-form JSON metadata; loading checks the kind and reports corrupt files clearly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import safetensors.torch
+from torch import Tensor
+
+from .errors import CheckpointError
+
+FORMAT = "platonic_sdk"
+
+
+def save_tensors(path: str | os.PathLike, tensors: dict[str, Tensor], kind: str, meta: dict[str, Any]) -> None:
+    """Write `tensors` and `meta` (JSON-serialisable) to a safetensors file tagged with `kind`."""
+    from . import __version__
+
+    header = {"format": FORMAT, "kind": kind, "sdk_version": __version__, "meta": json.dumps(meta, sort_keys=True)}
+    contiguous = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    safetensors.torch.save_file(contiguous, str(path), metadata=header)
+
+
+def load_tensors(path: str | os.PathLike, kind: str | None = None) -> tuple[dict[str, Tensor], dict[str, Any], str]:
+    """Read a file written by `save_tensors`: (tensors, meta, kind); `kind` given means it must match."""
+    if not os.path.isfile(path):
+        raise CheckpointError(f"no such file: {path}")
+    try:
+        with safetensors.safe_open(str(path), framework="pt") as fh:
+            header = fh.metadata() or {}
+            tensors = {k: fh.get_tensor(k) for k in fh.keys()}
+    except Exception as exc:  # safetensors raises several types for truncated or foreign files
+        raise CheckpointError(f"{path} is not a readable safetensors file ({exc})") from None
+    if header.get("format") != FORMAT:
+        raise CheckpointError(f"{path} was not written by platonic_sdk (no '{FORMAT}' header)")
+    if kind is not None and header.get("kind") != kind:
+        raise CheckpointError(f"{path} holds a {header.get('kind')!r}, expected a {kind!r}")
+    try:
+        meta = json.loads(header.get("meta", "{}"))
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{path} has corrupt metadata ({exc})") from None
+    return tensors, meta, header["kind"]
