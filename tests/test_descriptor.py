@@ -1,0 +1,101 @@
+"""Descriptors, grids and the composition algebra: exact arithmetic, identities, files and errors."""
+
+import numpy as np
+import pytest
+import torch
+
+from platonic_sdk import UTD, Composition, Grid, Split, Task
+from platonic_sdk.errors import CheckpointError, GridMismatchError, NonFiniteError, ShapeError
+
+
+def _task(name="t", n=60, classes=("cat", "dog", "eel")):
+    labels = np.arange(n) % len(classes)
+    return Task(name, classes, Split([f"train-{i}" for i in range(n)], labels), Split([f"test-{i}" for i in range(12)], np.arange(12) % len(classes)))
+
+
+def test_grid_draws_probes_from_train_only_with_stable_identity():
+    task = _task()
+    grid = task.grid(per_class=5, seed=3)
+    assert grid.shape == (15, 3)
+    assert all(item.startswith("train-") for item in grid.items)
+    assert grid.items == [task.train.items[i] for i in grid.probe_ids]
+    assert grid.identity == task.grid(per_class=5, seed=3).identity
+    assert grid.identity != task.grid(per_class=5, seed=4).identity
+    strat = task.grid(per_class=4, seed=0, stratified=True)
+    assert np.bincount(task.train.labels[list(strat.probe_ids)]).tolist() == [4, 4, 4]
+
+
+def test_task_rejects_bad_templates_and_labels():
+    with pytest.raises(Exception, match="slot"):
+        Task("x", ["a"], Split([1], [0]), Split([1], [0]), templates=["no slot"])
+    with pytest.raises(ShapeError, match="labels"):
+        Task("x", ["a"], Split([1], [3]), Split([1], [0]))
+
+
+def _utd(grid, seed, scale=1.0):
+    return UTD(scale * torch.randn(grid.shape, generator=torch.Generator().manual_seed(seed)), grid.identity, grid.task)
+
+
+def test_composition_algebra_is_exact_per_grid():
+    ga, gb = _task("a").grid(5), _task("b", classes=("x", "y")).grid(5)
+    ua, ua2, ub = _utd(ga, 0), _utd(ga, 1), _utd(gb, 2)
+    comp = ua + 2 * ub - 0.5 * ua2
+    assert [t.coef for t in comp] == [1.0, 2.0, -0.5]
+    per_grid = comp.by_grid()
+    torch.testing.assert_close(per_grid[ga.identity][1], ua.matrix - 0.5 * ua2.matrix)
+    torch.testing.assert_close(per_grid[gb.identity][1], 2 * ub.matrix)
+    neg = -ua
+    assert len(neg) == 1 and neg.terms[0].coef == -1.0
+    assert comp.tasks == ("a", "b")
+    # objective of the exact target is zero; of nothing it is sum ||c U||^2 / M
+    assert comp.objective({k: v for k, (_, v) in per_grid.items()}) == pytest.approx(0.0)
+    zero = {k: torch.zeros_like(v) for k, (_, v) in per_grid.items()}
+    expected = sum(float(v.square().sum()) / v.shape[1] for _, v in per_grid.values())
+    assert comp.objective(zero) == pytest.approx(expected)
+
+
+def test_mixing_grids_of_one_task_is_refused():
+    task = _task()
+    g1, g2 = task.grid(5, seed=0), task.grid(5, seed=1)
+    with pytest.raises(GridMismatchError, match="different grids"):
+        _utd(g1, 0) + _utd(g2, 1)
+    with pytest.raises(GridMismatchError):
+        _utd(g1, 0).cosine(_utd(g2, 1))
+    with pytest.raises(ShapeError, match="its grid is"):
+        UTD(torch.zeros(g1.shape[0] - 1, g1.shape[1]), g1.identity, g1.task).check_grid(g1)
+
+
+def test_utd_validation_and_random_baseline():
+    grid = _task().grid(5)
+    with pytest.raises(NonFiniteError):
+        UTD(torch.tensor([[float("nan")]]), grid.identity, "t")
+    with pytest.raises(ShapeError):
+        UTD(torch.zeros(3), grid.identity, "t")
+    u = _utd(grid, 0, scale=3.0)
+    r = u.random_like(seed=7)
+    assert float(r.matrix.norm()) == pytest.approx(float(u.matrix.norm()), rel=1e-5)
+    assert abs(u.cosine(r)) < 0.5
+    with pytest.raises(TypeError):
+        u * "2"
+    with pytest.raises(Exception, match="finite"):
+        u * float("inf")
+
+
+def test_utd_file_round_trip_and_corrupt_file(tmp_path):
+    grid = _task().grid(5)
+    u = UTD(torch.randn(grid.shape), grid.identity, "t", {"family": "clip", "seed": 3})
+    u.save(tmp_path / "u.safetensors")
+    back = UTD.load(tmp_path / "u.safetensors")
+    assert torch.equal(back.matrix, u.matrix) and back.grid_id == u.grid_id and back.provenance == u.provenance
+    (tmp_path / "bad.safetensors").write_bytes(b"not a safetensors file at all")
+    with pytest.raises(CheckpointError):
+        UTD.load(tmp_path / "bad.safetensors")
+    with pytest.raises(CheckpointError):
+        UTD.load(tmp_path / "missing.safetensors")
+
+
+def test_union_grid_is_a_common_grid():
+    ga, gb = _task("a").grid(2), _task("b", classes=("x", "y")).grid(2)
+    union = Grid.union([ga, gb])
+    assert union.shape == (ga.shape[0] + gb.shape[0], 5)
+    assert union.identity != Grid.union([ga, _task("b", classes=("x", "y")).grid(2, seed=9)]).identity
