@@ -1,0 +1,327 @@
+"""The built-in synthetic image world: a captioned pretraining corpus and a suite of shifted tasks.
+
+Pretraining scenes are single shapes (8 shapes x 8 colours x 4 fill patterns, 5 places, 3 backgrounds),
+small groups of 2-4 shapes, and glyphs (digits, letters). Each task takes one attribute as its label
+and moves the pictures off the pretraining distribution in a way that mostly changes how the
+attribute reads out, not whether it is encoded (METHOD.md sec. 11): an unseen tint, unseen pattern
+periods, unseen sizes. One task uses real handwritten digits (scikit-learn's bundled 8 x 8 set).
+Every item is a pure function of (world seed, stream, index): the same seed gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import zlib
+from functools import cached_property
+from typing import Callable
+
+import attrs
+import numpy as np
+from PIL import Image
+
+from ..errors import PlatonicError
+from ..tasks import Split, Task
+from .scenes import (
+    BACKGROUNDS,
+    COLOURS,
+    COUNTS,
+    DIGITS,
+    LETTERS,
+    PATTERNS,
+    POSITIONS,
+    SHAPES,
+    Scene,
+    caption,
+    jitter_rgb,
+    render,
+)
+
+Sampler = Callable[[np.random.Generator, int], Scene]
+
+
+def _pick(rng: np.random.Generator, options) -> str:
+    options = list(options)
+    return options[int(rng.integers(len(options)))]
+
+
+def _place(rng: np.random.Generator, position: str | None) -> tuple[float, float]:
+    if position is None:
+        return float(0.5 + rng.uniform(-0.05, 0.05)), float(0.5 + rng.uniform(-0.05, 0.05))
+    x, y = POSITIONS[position]
+    return float(x + rng.uniform(-0.04, 0.04)), float(y + rng.uniform(-0.04, 0.04))
+
+
+def _scatter(rng: np.random.Generator, count: int, radius: float, size: int = 32) -> tuple[tuple[float, float], ...]:
+    """`count` centres (frame fractions) whose discs of `radius` px stay apart and inside the frame."""
+    margin = (radius + 1) / size
+    centres: list[tuple[float, float]] = []
+    while len(centres) < count:
+        c = tuple(float(v) for v in rng.uniform(margin, 1 - margin, size=2))
+        if all(np.hypot(c[0] - o[0], c[1] - o[1]) * size > 2.3 * radius for o in centres):
+            centres.append(c)
+    return tuple(centres)
+
+
+def single_shape(rng: np.random.Generator, **fixed) -> Scene:
+    """One shape with random colour, pattern, size, place and background; `fixed` overrides fields."""
+    colour = fixed.pop("colour", None) or _pick(rng, COLOURS)
+    position = fixed.pop("position", None) or _pick(rng, POSITIONS)
+    pattern = fixed.pop("pattern", None) or (_pick(rng, PATTERNS[1:]) if rng.random() < 0.6 else "plain")
+    fields = dict(
+        kind="shape",
+        shape=_pick(rng, SHAPES),
+        colour=colour,
+        rgb=jitter_rgb(colour, rng),
+        background=_pick(rng, BACKGROUNDS),
+        size=float(rng.uniform(7.0, 11.0)),
+        centers=(_place(rng, position),),
+        pattern=pattern,
+        period=float(rng.uniform(3.0, 5.0)),
+        position=position,
+        angle=float(rng.uniform(-0.2, 0.2)),
+    )
+    fields.update(fixed)
+    return Scene(**fields)
+
+
+def shape_group(rng: np.random.Generator, count: int | None = None, **fixed) -> Scene:
+    """2-4 equal small plain shapes scattered over the frame (count from `count` if given)."""
+    count = count or int(rng.integers(2, 5))
+    size = float(fixed.pop("size", rng.uniform(3.5, 5.0)))
+    colour = fixed.pop("colour", None) or _pick(rng, COLOURS)
+    fields = dict(
+        kind="shape",
+        shape=_pick(rng, SHAPES),
+        colour=colour,
+        rgb=jitter_rgb(colour, rng),
+        background=_pick(rng, BACKGROUNDS),
+        size=size,
+        centers=_scatter(rng, count, size),
+        angle=float(rng.uniform(-0.2, 0.2)),
+    )
+    fields.update(fixed)
+    return Scene(**fields)
+
+
+def glyph(rng: np.random.Generator, **fixed) -> Scene:
+    """One digit or letter, roughly centred, in a random colour on a random background."""
+    colour = fixed.pop("colour", None) or _pick(rng, COLOURS)
+    fields = dict(
+        kind="glyph",
+        glyph=_pick(rng, DIGITS + LETTERS),
+        colour=colour,
+        rgb=jitter_rgb(colour, rng),
+        background=_pick(rng, BACKGROUNDS),
+        size=float(rng.uniform(8.0, 11.0)),
+        centers=(_place(rng, None),),
+    )
+    fields.update(fixed)
+    return Scene(**fields)
+
+
+def pretrain_scene(rng: np.random.Generator) -> Scene:
+    """A scene of the pretraining distribution: 65% single shapes, 15% groups, 20% glyphs."""
+    u = rng.random()
+    if u < 0.2:
+        return glyph(rng)
+    if u < 0.35:
+        return shape_group(rng)
+    return single_shape(rng)
+
+
+# ---------------------------------------------------------------- tasks (label -> scene samplers)
+
+
+@attrs.frozen
+class TaskSpec:
+    """A task of the world: class names, one template, and a sampler of a scene with a given label."""
+
+    name: str
+    classnames: tuple[str, ...]
+    template: str
+    sampler: Sampler | None  # None: built from external data (handwritten digits)
+    description: str
+
+
+def _tinted(kind: str, tint: str, strength: float) -> Sampler:
+    maker = {"shape": single_shape, "glyph": glyph, "scribble": None}[kind]
+
+    def sample(rng: np.random.Generator, label: int) -> Scene:
+        colour = list(COLOURS)[label]
+        fix = dict(colour=colour, tint=tint, tint_strength=float(rng.uniform(strength - 0.05, strength + 0.05)))
+        if maker is not None:
+            return maker(rng, **fix)
+        return single_shape(rng, kind="scribble", position="in the center", size=float(rng.uniform(8, 11)), **fix)
+
+    return sample
+
+
+def _pattern_task(periods: tuple[float, float]) -> Sampler:
+    def sample(rng: np.random.Generator, label: int) -> Scene:
+        return single_shape(
+            rng, pattern=PATTERNS[label], period=float(rng.uniform(*periods)), shape=_pick(rng, ("circle", "square", "hexagon"))
+        )
+
+    return sample
+
+
+def _small_shapes(size: tuple[float, float]) -> Sampler:
+    def sample(rng: np.random.Generator, label: int) -> Scene:
+        return single_shape(rng, shape=SHAPES[label], size=float(rng.uniform(*size)), pattern="plain")
+
+    return sample
+
+
+def _counts(size: tuple[float, float]) -> Sampler:
+    def sample(rng: np.random.Generator, label: int) -> Scene:
+        return shape_group(rng, count=label + 1, size=float(rng.uniform(*size)))
+
+    return sample
+
+
+def _glyph_positions(size: tuple[float, float]) -> Sampler:
+    def sample(rng: np.random.Generator, label: int) -> Scene:
+        position = list(POSITIONS)[label]
+        return glyph(rng, size=float(rng.uniform(*size)), centers=(_place(rng, position),), position=position)
+
+    return sample
+
+
+def _letters(size: tuple[float, float]) -> Sampler:
+    def sample(rng: np.random.Generator, label: int) -> Scene:
+        return glyph(rng, glyph=LETTERS[label], size=float(rng.uniform(*size)))
+
+    return sample
+
+
+def _control(rng: np.random.Generator, label: int) -> Scene:
+    return single_shape(rng, shape=SHAPES[label])
+
+
+COLOUR_NAMES = tuple(COLOURS)
+TASK_SPECS: dict[str, TaskSpec] = {
+    spec.name: spec
+    for spec in (
+        TaskSpec("amber_shapes", COLOUR_NAMES, "a photo of a {} object.", _tinted("shape", "amber", 0.45),
+                 "colour of a shape under an amber tint"),
+        TaskSpec("amber_glyphs", COLOUR_NAMES, "a photo of a {} object.", _tinted("glyph", "amber", 0.45),
+                 "colour of a glyph under an amber tint"),
+        TaskSpec("amber_scribbles", COLOUR_NAMES, "a photo of a {} object.", _tinted("scribble", "amber", 0.45),
+                 "colour of a scribble (never in pretraining) under an amber tint"),
+        TaskSpec("teal_shapes", COLOUR_NAMES, "a photo of a {} object.", _tinted("shape", "teal", 0.4),
+                 "colour of a shape under a teal tint"),
+        TaskSpec("fine_patterns", PATTERNS, "a photo of a {} object.", _pattern_task((1.6, 2.2)),
+                 "fill pattern at periods below the pretraining range"),
+        TaskSpec("small_shapes", SHAPES, "a photo of a {}.", _small_shapes((4.0, 5.5)),
+                 "shape at sizes below the pretraining range"),
+        TaskSpec("tiny_counts", tuple(f"{c} {'object' if c == 'one' else 'objects'}" for c in COUNTS),
+                 "a photo of {}.", _counts((2.2, 3.0)), "number of shapes, smaller than in pretraining"),
+        TaskSpec("glyph_positions", tuple(POSITIONS), "a photo of an object {}.", _glyph_positions((5.0, 6.5)),
+                 "place of a small glyph (glyphs are centred in pretraining)"),
+        TaskSpec("small_letters", LETTERS, "a photo of the letter {}.", _letters((4.5, 6.0)),
+                 "letter at sizes below the pretraining range"),
+        TaskSpec("handwritten_digits", DIGITS, "a photo of the number {}.", None,
+                 "real handwritten digits (scikit-learn load_digits), pretraining saw only a font"),
+        TaskSpec("control_shapes", SHAPES, "a photo of a {}.", _control,
+                 "control: shapes from the pretraining distribution"),
+    )
+}
+
+
+def _stream_key(name: str) -> int:
+    return zlib.crc32(name.encode())
+
+
+@attrs.frozen
+class ImageWorld:
+    """A seeded synthetic image world: `corpus(n)` to pretrain on, `task(name)` to fine-tune and evaluate.
+
+    Train and test splits come from disjoint seed streams; the held-out member of the related trio
+    (`trio[2]`) is never probed by the demo.
+    """
+
+    seed: int = 0
+    size: int = 32
+    train_per_class: int = 64
+    test_per_class: int = 40
+
+    trio: tuple[str, str, str] = ("amber_shapes", "amber_glyphs", "amber_scribbles")
+    controls: tuple[str, ...] = ("control_shapes",)
+
+    def rng(self, stream: str, index: int) -> np.random.Generator:
+        """The generator of item `index` of `stream` (independent of every other item)."""
+        return np.random.default_rng([self.seed, _stream_key(stream), index])
+
+    def corpus(self, n: int, offset: int = 0) -> tuple[np.ndarray, list[str]]:
+        """n pretraining images (n x size x size x 3 uint8) and their captions."""
+        images = np.empty((n, self.size, self.size, 3), dtype=np.uint8)
+        captions = []
+        for i in range(n):
+            rng = self.rng("pretrain", offset + i)
+            scene = pretrain_scene(rng)
+            images[i] = np.asarray(render(scene, self.size))
+            captions.append(caption(scene, rng))
+        return images, captions
+
+    @property
+    def task_names(self) -> tuple[str, ...]:
+        """All tasks of the world (controls included)."""
+        return tuple(TASK_SPECS)
+
+    @property
+    def transfer_tasks(self) -> tuple[str, ...]:
+        """Tasks that fine-tunes, descriptors and compositions use (not controls, not the held-out task)."""
+        return tuple(n for n in TASK_SPECS if n not in self.controls and n != self.trio[2])
+
+    def task(self, name: str) -> Task:
+        """The task `name` with balanced train/test splits from disjoint seed streams."""
+        if name not in TASK_SPECS:
+            raise PlatonicError(f"unknown task {name!r} of the image world; known: {', '.join(TASK_SPECS)}")
+        return self._tasks[name] if name in self._tasks else self._build(name)
+
+    @cached_property
+    def _tasks(self) -> dict[str, Task]:
+        return {}
+
+    def _build(self, name: str) -> Task:
+        spec = TASK_SPECS[name]
+        m = len(spec.classnames)
+        splits = {}
+        if spec.sampler is None:
+            splits = self._digit_splits(m)
+        else:
+            for split, per_class in (("train", self.train_per_class), ("test", self.test_per_class)):
+                labels = np.arange(per_class * m) % m
+                items = [render(spec.sampler(self.rng(f"{name}/{split}", i), int(y)), self.size) for i, y in enumerate(labels)]
+                splits[split] = Split(items, labels)
+        task = Task(name, spec.classnames, splits["train"], splits["test"], (spec.template,))
+        self._tasks[name] = task
+        return task
+
+    def _digit_splits(self, m: int) -> dict[str, Split]:
+        """Handwritten digits as white strokes on black, split by a seeded permutation (disjoint)."""
+        from sklearn.datasets import load_digits
+
+        digits = load_digits()
+        order = np.random.default_rng([self.seed, _stream_key("digits")]).permutation(len(digits.target))
+        n_train, n_test = self.train_per_class * m, self.test_per_class * m
+        out = {}
+        for split, ids in (("train", order[:n_train]), ("test", order[n_train : n_train + n_test])):
+            items = []
+            for i in ids:
+                bitmap = tuple(tuple(float(v) / 16.0 for v in row) for row in digits.images[i])
+                scene = Scene(kind="bitmap", colour="white", rgb=(235, 235, 235), background="black", size=0.0,
+                              centers=(), bitmap=bitmap)
+                items.append(render(scene, self.size))
+            out[split] = Split(items, digits.target[ids])
+        return out
+
+
+def preview(world: ImageWorld, names: tuple[str, ...] | None = None, per_task: int = 8) -> Image.Image:
+    """A contact sheet: one row of test images per task (for docs and eyeballing the world)."""
+    names = names or world.task_names
+    sheet = Image.new("RGB", (per_task * world.size, len(names) * world.size))
+    for r, name in enumerate(names):
+        items = world.task(name).test.items
+        for c in range(per_task):
+            sheet.paste(items[(c * 7) % len(items)], (c * world.size, r * world.size))
+    return sheet
