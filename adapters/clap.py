@@ -1,0 +1,205 @@
+"""CLAP audio-text families on transformers `ClapModel` (HTSAT audio tower, RoBERTa text tower).
+
+z = W_2 relu(W_1 h + b_1) + b_2 with h the HTSAT pooled output: the last affine is
+`audio_projection.linear2` (a projection site, with bias). Four families share this adapter and differ
+in their reference checkpoint and tiny test config: clap-htsat-unfused, clap-htsat-fused (4-channel
+"fusion" input for clips longer than the model's window), clap-general and clap-music (HTSAT-base).
+The original laion_clap `.pt` checkpoints load through `adapters/_laion.py` (optional `laion` extra).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from transformers import ClapConfig, ClapFeatureExtractor, ClapModel, PreTrainedTokenizerBase
+
+from platonic_sdk.data.audio import as_waveform
+from platonic_sdk.errors import CheckpointError, PlatonicError
+from platonic_sdk.protocol import AffineSite, DualEncoder
+from platonic_sdk.registry import FamilySpec, register_family
+
+from ._text import check_vocab, default_tokenizer, load_tokenizer
+
+# HTSAT's window attention: the query and value projections of every Swin block.
+LORA_TARGETS = ["attention.self.query", "attention.self.value"]
+# Seed of the feature extractor's random crops (clips longer than the window), fixed so that the same
+# clip always gives the same features: descriptors and caches must be reproducible.
+CROP_SEED = 0
+
+_TINY_TEXT = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64,
+              "max_position_embeddings": 40, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+_TINY_AUDIO = {"spec_size": 32, "num_mel_bins": 32, "patch_size": 4, "patch_stride": [4, 4], "window_size": 4,
+               "depths": [1, 1], "num_attention_heads": [2, 4], "patch_embeds_hidden_size": 16, "hidden_size": 32,
+               "hidden_dropout_prob": 0.0}
+_TINY_FEATURES = {"feature_size": 32, "sampling_rate": 16000, "hop_length": 512, "fft_window_size": 512,
+                  "max_length_s": 1, "frequency_min": 50, "frequency_max": 8000}
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any] | None) -> dict[str, Any]:
+    """`base` with `override`'s keys replaced; nested dicts merge one level down."""
+    out = copy.deepcopy(base)
+    for key, value in (override or {}).items():
+        out[key] = {**out[key], **value} if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _feature_extractor(features: dict[str, Any], fused: bool) -> ClapFeatureExtractor:
+    """The model's feature extractor; truncation follows the model ("fusion" input crashes an unfused one)."""
+    return ClapFeatureExtractor(**{**features, "truncation": "fusion" if fused else "rand_trunc"})
+
+
+class ClapEncoder(DualEncoder):
+    """A transformers ClapModel with its feature extractor and tokenizer behind the DualEncoder protocol."""
+
+    modality = "audio"
+
+    def __init__(self, model: ClapModel, tokenizer: PreTrainedTokenizerBase, feature_extractor: ClapFeatureExtractor,
+                 family: str, checkpoint: str | None = None) -> None:
+        fused = bool(model.config.audio_config.enable_fusion)
+        if (feature_extractor.truncation == "fusion") != fused:
+            raise CheckpointError(
+                f"feature extractor truncation {feature_extractor.truncation!r} does not fit a "
+                f"{'fused' if fused else 'unfused'} CLAP model"
+            )
+        self._model = model.eval()
+        self.tokenizer = tokenizer
+        self.feature_extractor = feature_extractor
+        self.family = family
+        self.checkpoint = checkpoint
+
+    @property
+    def embed_dim(self) -> int:
+        return int(self._model.audio_projection.linear2.out_features)
+
+    @property
+    def model(self) -> nn.Module:
+        return self._model
+
+    @property
+    def media_encoder(self) -> nn.Module:
+        return self._model.audio_model
+
+    @property
+    def lora_targets(self) -> list[str]:
+        return list(LORA_TARGETS)
+
+    @property
+    def sample_rate(self) -> int:
+        """The rate (Hz) every waveform is resampled to before its log-mel spectrogram."""
+        return int(self.feature_extractor.sampling_rate)
+
+    @property
+    def logit_scale(self) -> Tensor:
+        """log of the audio-to-text logit temperature (CLAP keeps one per direction; this is the audio one)."""
+        return self._model.logit_scale_a
+
+    def preprocess(self, items: Sequence[Any]) -> dict[str, Tensor]:
+        """Waveforms or audio file paths -> mono at the model's rate -> the model's padded/cropped log-mels."""
+        if len(items) == 0:
+            raise PlatonicError("no audio items to preprocess")
+        waves = [as_waveform(item).prepared(self.sample_rate) for item in items]
+        state = np.random.get_state()  # the extractor crops with numpy's global generator
+        np.random.seed(CROP_SEED)
+        try:
+            out = self.feature_extractor(waves, sampling_rate=self.sample_rate, return_tensors="pt")
+        finally:
+            np.random.set_state(state)
+        return {
+            "input_features": out["input_features"].to(device=self.device, dtype=self.dtype),
+            "is_longer": out["is_longer"].to(self.device),
+        }
+
+    def embed_media(self, batch: dict[str, Tensor]) -> Tensor:
+        pooled = self._model.audio_model(input_features=batch["input_features"], is_longer=batch["is_longer"])
+        return self._model.audio_projection(pooled.pooler_output)
+
+    def embed_text(self, texts: Sequence[str]) -> Tensor:
+        if isinstance(texts, str) or len(texts) == 0:
+            raise PlatonicError("embed_text needs a non-empty list of strings")
+        tokens = self.tokenizer(list(texts), padding=True, truncation=True, return_tensors="pt")
+        pooled = self._model.text_model(
+            input_ids=tokens["input_ids"].to(self.device), attention_mask=tokens["attention_mask"].to(self.device)
+        )
+        return self._model.text_projection(pooled.pooler_output)
+
+    def last_affine(self) -> AffineSite:
+        head = self._model.audio_projection.linear2
+        return AffineSite("projection", head.weight, head.bias)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """A folder with config.json + model.safetensors, the tokenizer and preprocessor_config.json."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self._model.save_pretrained(path, safe_serialization=True)
+        self.tokenizer.save_pretrained(path)
+        self.feature_extractor.save_pretrained(path)
+
+
+def _tiny_config(audio: dict[str, Any]) -> dict[str, Any]:
+    return {"audio_config": _merge(_TINY_AUDIO, audio), "text_config": dict(_TINY_TEXT), "projection_dim": 32,
+            "features": dict(_TINY_FEATURES)}
+
+
+def _make_family(name: str, checkpoint: str, fused: bool, tiny: dict[str, Any], description: str) -> FamilySpec:
+    """Register one CLAP family: the loaders below, specialised to its fusion mode and tiny config."""
+
+    def from_config(config: dict[str, Any] | None = None, tokenizer: PreTrainedTokenizerBase | None = None,
+                    seed: int = 0) -> ClapEncoder:
+        """Random weights from `config` = {"audio_config", "text_config", "projection_dim", "features"},
+        merged over the family's tiny config; the text tower is sized to the tokenizer's vocabulary."""
+        cfg = _merge(tiny, config)
+        tokenizer = tokenizer or default_tokenizer()
+        fusion = {"enable_fusion": fused, "fusion_type": "aff_2d" if fused else None}
+        text = {**cfg["text_config"], "vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id,
+                "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}
+        text["max_position_embeddings"] = max(text["max_position_embeddings"], tokenizer.model_max_length + 2)
+        clap_config = ClapConfig(text_config=text, audio_config={**cfg["audio_config"], **fusion},
+                                 projection_dim=cfg["projection_dim"])
+        features = {**cfg["features"], "feature_size": clap_config.audio_config.num_mel_bins}
+        torch.manual_seed(seed)
+        return ClapEncoder(ClapModel(clap_config), tokenizer, _feature_extractor(features, fused), name)
+
+    def load(checkpoint: str | os.PathLike, dtype: torch.dtype | None = None, device: str | None = None) -> ClapEncoder:
+        """A saved folder (or, with hub access, a hub id) holding a ClapModel, its tokenizer and extractor."""
+        source = str(checkpoint)
+        if source.endswith(".pt"):
+            from ._laion import load_laion_checkpoint
+
+            return load_laion_checkpoint(source, family=name, fused=fused, device=device)
+        try:
+            model = ClapModel.from_pretrained(source, dtype=dtype or torch.float32)
+            features = ClapFeatureExtractor.from_pretrained(source).to_dict()
+        except Exception as exc:  # transformers raises OSError, ValueError, ... for missing/corrupt files
+            raise CheckpointError(f"cannot load a CLAP model from {source}: {exc}") from exc
+        if bool(model.config.audio_config.enable_fusion) != fused:
+            kind = "fused" if model.config.audio_config.enable_fusion else "unfused"
+            raise CheckpointError(f"{source} holds a {kind} CLAP model, not a {name} one")
+        tokenizer = load_tokenizer(source, model.config.text_config.vocab_size)
+        keep = set(ClapFeatureExtractor.__init__.__code__.co_varnames) - {"self", "kwargs", "truncation"}
+        extractor = _feature_extractor({k: v for k, v in features.items() if k in keep}, fused)
+        encoder = ClapEncoder(model, tokenizer, extractor, name, checkpoint=source)
+        return encoder.to(device) if device else encoder
+
+    return register_family(FamilySpec(name, "audio", checkpoint, load, from_config, description))
+
+
+for _name, _checkpoint, _fused, _audio, _description in (
+    ("clap-htsat-unfused", "laion/clap-htsat-unfused", False, {},
+     "LAION-CLAP HTSAT-tiny + RoBERTa, unfused (630k-audioset-best)"),
+    ("clap-htsat-fused", "laion/clap-htsat-fused", True,
+     {"spec_size": 64, "num_mel_bins": 64},  # the extractor's fusion path assumes 64 mel bins
+     "LAION-CLAP HTSAT-tiny + RoBERTa with feature fusion for long clips"),
+    ("clap-general", "laion/larger_clap_general", False,
+     {"depths": [1, 2], "patch_embeds_hidden_size": 24, "hidden_size": 48, "num_attention_heads": [2, 4]},
+     "LAION-CLAP HTSAT-base + RoBERTa trained on general audio, music and speech"),
+    ("clap-music", "laion/larger_clap_music", False,
+     {"depths": [2, 1], "patch_embeds_hidden_size": 16, "hidden_size": 32, "num_attention_heads": [2, 2]},
+     "LAION-CLAP HTSAT-base + RoBERTa trained on music"),
+):
+    _make_family(_name, _checkpoint, _fused, _tiny_config(_audio), _description)

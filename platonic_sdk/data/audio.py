@@ -1,0 +1,217 @@
+"""Audio items and datasets: waveforms, file reading (soundfile), resampling, folder and CSV-manifest tasks.
+
+A task's items are `Waveform`s or paths to audio files; an audio family's `preprocess` turns either into
+mono samples at its own rate with `as_waveform(item).prepared(rate)`. Paths stay lazy, so a dataset of
+thousands of clips costs no memory until a batch is encoded.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ..errors import PlatonicError, ShapeError
+from ..tasks import Split, Task
+
+AUDIO_TEMPLATE = "this is a sound of {}."
+AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".aiff", ".aif", ".mp3")
+
+
+def _samples(value: Any) -> np.ndarray:
+    return np.asarray(value, dtype=np.float32)
+
+
+@attrs.frozen(eq=False)
+class Waveform:
+    """Audio samples at `sample_rate` Hz: shape (n,) for mono or (channels, n)."""
+
+    samples: np.ndarray = attrs.field(converter=_samples)
+    sample_rate: int = attrs.field(converter=int)
+
+    def __attrs_post_init__(self) -> None:
+        if self.samples.ndim not in (1, 2):
+            raise ShapeError(f"waveform samples must be (n,) or (channels, n), got shape {self.samples.shape}")
+        if self.samples.size == 0 or self.samples.shape[-1] == 0:
+            raise ShapeError("waveform has no samples")
+        if not np.isfinite(self.samples).all():
+            raise PlatonicError("waveform contains NaN/inf samples")
+        if self.sample_rate <= 0:
+            raise PlatonicError(f"sample rate must be positive, got {self.sample_rate}")
+
+    @property
+    def num_samples(self) -> int:
+        return int(self.samples.shape[-1])
+
+    @property
+    def duration(self) -> float:
+        """Length in seconds."""
+        return self.num_samples / self.sample_rate
+
+    def mono(self) -> "Waveform":
+        """Mixdown: the mean over channels."""
+        if self.samples.ndim == 1:
+            return self
+        return Waveform(self.samples.mean(axis=0), self.sample_rate)
+
+    def resample(self, rate: int) -> "Waveform":
+        """Band-limited (sinc) resampling to `rate` Hz with torchaudio."""
+        rate = int(rate)
+        if rate == self.sample_rate:
+            return self
+        if rate <= 0:
+            raise PlatonicError(f"target sample rate must be positive, got {rate}")
+        import torch
+        from torchaudio.functional import resample
+
+        out = resample(torch.from_numpy(np.ascontiguousarray(self.samples)), self.sample_rate, rate)
+        return Waveform(out.numpy(), rate)
+
+    def prepared(self, rate: int) -> np.ndarray:
+        """Mono float32 samples at `rate` Hz: what a model's feature extractor takes."""
+        return self.mono().resample(rate).samples
+
+
+def read_audio(path: str | os.PathLike) -> Waveform:
+    """Read an audio file with soundfile; a missing, unreadable or empty file raises PlatonicError."""
+    import soundfile
+
+    path = Path(path)
+    if not path.is_file():
+        raise PlatonicError(f"audio file {str(path)!r} does not exist")
+    try:
+        data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
+    except (soundfile.LibsndfileError, RuntimeError, TypeError) as exc:
+        raise PlatonicError(f"cannot read audio file {str(path)!r}: {exc}") from None
+    if data.shape[0] == 0:
+        raise PlatonicError(f"audio file {str(path)!r} holds no samples")
+    samples = data[:, 0] if data.shape[1] == 1 else data.T
+    return Waveform(samples, rate)
+
+
+def write_audio(path: str | os.PathLike, waveform: Waveform, subtype: str = "PCM_16") -> Path:
+    """Write `waveform` to `path` (format from the suffix, e.g. .wav or .flac) with soundfile."""
+    import soundfile
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = waveform.samples if waveform.samples.ndim == 1 else waveform.samples.T
+    soundfile.write(str(path), data, waveform.sample_rate, subtype=subtype)
+    return path
+
+
+def as_waveform(item: Any) -> Waveform:
+    """A task item (a Waveform, or a path to an audio file) as a Waveform."""
+    if isinstance(item, Waveform):
+        return item
+    if isinstance(item, (str, os.PathLike)):
+        return read_audio(item)
+    raise PlatonicError(
+        f"audio items must be Waveform objects or paths to audio files, got {type(item).__name__} "
+        "(wrap raw samples as Waveform(samples, sample_rate))"
+    )
+
+
+def _split_indices(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-class random split: round(test_fraction * n_c) items of each class go to test (at least one)."""
+    if not 0.0 < test_fraction < 1.0:
+        raise PlatonicError(f"test_fraction must lie in (0, 1), got {test_fraction}")
+    rng = np.random.default_rng(seed)
+    train, test = [], []
+    for c in np.unique(labels):
+        members = rng.permutation(np.flatnonzero(labels == c))
+        if len(members) < 2:
+            raise PlatonicError(f"class {int(c)} has {len(members)} item(s): a train/test split needs two")
+        k = min(max(1, round(test_fraction * len(members))), len(members) - 1)
+        test.extend(members[:k].tolist())
+        train.extend(members[k:].tolist())
+    return np.sort(train), np.sort(test)
+
+
+def _classname(label: str) -> str:
+    return label.replace("_", " ").replace("-", " ").strip()
+
+
+def _task(name: str, classnames: Sequence[str], paths: Sequence[str], labels: np.ndarray,
+          train_ids: np.ndarray, test_ids: np.ndarray, templates: Sequence[str]) -> Task:
+    split = Split(list(paths), labels)
+    return Task(name, [_classname(c) for c in classnames], split.subset(train_ids), split.subset(test_ids), templates)
+
+
+def folder_task(
+    root: str | os.PathLike,
+    name: str | None = None,
+    templates: Sequence[str] = (AUDIO_TEMPLATE,),
+    test_fraction: float = 0.2,
+    seed: int = 0,
+) -> Task:
+    """A task from a class-per-folder tree root/<class>/<clip>.wav; a seeded per-class train/test split."""
+    root = Path(root)
+    if not root.is_dir():
+        raise PlatonicError(f"audio folder {str(root)!r} does not exist")
+    classes = sorted(d.name for d in root.iterdir() if d.is_dir())
+    paths, labels = [], []
+    for c, cls in enumerate(classes):
+        files = sorted(f for f in (root / cls).iterdir() if f.suffix.lower() in AUDIO_SUFFIXES)
+        paths.extend(str(f) for f in files)
+        labels.extend([c] * len(files))
+    if not paths:
+        raise PlatonicError(f"no audio files ({', '.join(AUDIO_SUFFIXES)}) under {str(root)!r}/<class>/")
+    labels_arr = np.asarray(labels)
+    train_ids, test_ids = _split_indices(labels_arr, test_fraction, seed)
+    return _task(name or root.name, classes, paths, labels_arr, train_ids, test_ids, templates)
+
+
+def manifest_task(
+    manifest: str | os.PathLike,
+    name: str | None = None,
+    root: str | os.PathLike | None = None,
+    test_folds: Sequence[int | str] | None = None,
+    path_column: str = "path",
+    label_column: str = "label",
+    fold_column: str = "fold",
+    path_template: str | None = None,
+    templates: Sequence[str] = (AUDIO_TEMPLATE,),
+) -> Task:
+    """A task from a CSV manifest with one row per clip (ESC-50 / UrbanSound8K layout); folds never straddle.
+
+    Rows whose fold is in `test_folds` (default: the last fold in sorted order) form the test split,
+    all others the train split. A clip's path is `root / path_template.format(**row)` (default: the
+    path column), e.g. ESC-50: path_column="filename", label_column="category", root="audio";
+    UrbanSound8K: path_template="fold{fold}/{slice_file_name}", label_column="class", root="audio".
+    Class names are the sorted distinct labels.
+    """
+    manifest = Path(manifest)
+    if not manifest.is_file():
+        raise PlatonicError(f"manifest {str(manifest)!r} does not exist")
+    with manifest.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    if not rows:
+        raise PlatonicError(f"manifest {str(manifest)!r} has no rows")
+    template = path_template or "{" + path_column + "}"
+    for column in (label_column, fold_column):
+        if column not in rows[0]:
+            raise PlatonicError(f"manifest {str(manifest)!r} has no column {column!r} (columns: {', '.join(rows[0])})")
+    base = Path(root) if root is not None else manifest.parent
+    try:
+        paths = [str(base / template.format(**row)) for row in rows]
+    except KeyError as exc:
+        raise PlatonicError(f"manifest {str(manifest)!r} has no column {exc.args[0]!r} named by the path template") from None
+    folds = [row[fold_column].strip() for row in rows]
+    fold_names = sorted(set(folds), key=lambda f: (len(f), f))
+    chosen = {str(f) for f in test_folds} if test_folds is not None else {fold_names[-1]}
+    unknown = chosen - set(fold_names)
+    if unknown:
+        raise PlatonicError(f"test fold(s) {sorted(unknown)} not in the manifest's folds {fold_names}")
+    if chosen == set(fold_names):
+        raise PlatonicError("every fold is a test fold: the train split would be empty")
+    classes = sorted({row[label_column].strip() for row in rows})
+    index = {c: i for i, c in enumerate(classes)}
+    labels = np.asarray([index[row[label_column].strip()] for row in rows])
+    is_test = np.asarray([f in chosen for f in folds])
+    return _task(name or manifest.stem, classes, paths, labels, np.flatnonzero(~is_test), np.flatnonzero(is_test), templates)
