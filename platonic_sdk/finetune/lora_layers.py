@@ -1,0 +1,31 @@
+"""peft LoRA on a media tower through the protocol's `lora_targets` (shared by source fine-tuning and the LoRA route)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from peft import LoraConfig
+from peft.tuners.lora import LoraModel
+from torch import nn
+
+from ..errors import PlatonicError
+
+ADAPTER = "default"
+
+
+def inject_lora(tower: nn.Module, targets: Sequence[str], rank: int, alpha: float) -> LoraModel:
+    """Wrap the modules of `tower` named by `targets` (name suffixes) with rank-r LoRA, B = 0, in place.
+
+    Only the LoRA factors are trainable afterwards; `.unload()` removes them, `.merge_and_unload()`
+    folds W <- W + (alpha / r) B A.
+    """
+    if rank < 1 or alpha <= 0:
+        raise PlatonicError(f"LoRA needs rank >= 1 and alpha > 0, got rank={rank}, alpha={alpha}")
+    if not targets:
+        raise PlatonicError("the encoder names no LoRA target modules (lora_targets is empty)")
+    config = LoraConfig(r=int(rank), lora_alpha=float(alpha), target_modules=list(targets), lora_dropout=0.0, bias="none")
+    tower.requires_grad_(False)
+    try:
+        return LoraModel(tower, config, ADAPTER)
+    except ValueError as exc:  # peft reports unmatched target names as ValueError
+        raise PlatonicError(f"cannot attach LoRA to {list(targets)}: {exc}") from None

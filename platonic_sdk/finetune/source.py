@@ -1,0 +1,192 @@
+"""Source fine-tuning (METHOD sec. 6): where descriptors come from.
+
+The media tower of any `DualEncoder` is trained on a task's train split with cross-entropy over the
+frozen zero-shot head, logits = s * <f(x), g_c> (landmarks g_c computed once; the text tower never
+changes), either through rank-r LoRA on the tower's `lora_targets` (default: r = 4, alpha = 8) or by
+full fine-tuning, with an optional OrthoReg term. The pre-trained encoder is never touched: training
+runs on a copy, and LoRA is merged into that copy at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import os
+from typing import Any, Callable, Iterator, Literal
+
+import attrs
+import torch
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from ..descriptor import UTD
+from ..errors import PlatonicError
+from ..features import landmarks
+from ..protocol import DualEncoder
+from ..tasks import Grid, Task
+from .lora_layers import inject_lora
+from .orthoreg import OrthoReg, Update, dense_reference, dense_updates, lora_updates
+from .weightspace import TaskVector, named_tensors
+
+
+def _positive(_inst: Any, attribute: attrs.Attribute, value: float) -> None:
+    if not value > 0:
+        raise PlatonicError(f"{attribute.name} must be positive, got {value!r}")
+
+
+def _non_negative(_inst: Any, attribute: attrs.Attribute, value: float) -> None:
+    if not value >= 0:
+        raise PlatonicError(f"{attribute.name} must be >= 0, got {value!r}")
+
+
+@attrs.frozen
+class FinetuneConfig:
+    """Source fine-tuning recipe; defaults are the authors' (METHOD sec. 6). Tiny models may need more lr/epochs."""
+
+    mode: Literal["lora", "full"] = attrs.field(default="lora", validator=attrs.validators.in_(("lora", "full")))
+    rank: int = attrs.field(default=4, validator=_positive)
+    lora_alpha: float = attrs.field(default=8.0, validator=_positive)
+    epochs: int = attrs.field(default=3, validator=_positive)
+    lr: float = attrs.field(default=1e-4, validator=_positive)
+    batch_size: int = attrs.field(default=32, validator=_positive)
+    weight_decay: float = attrs.field(default=0.01, validator=_non_negative)
+    logit_scale: float = attrs.field(default=100.0, validator=_positive)
+    max_steps: int | None = attrs.field(default=None, validator=attrs.validators.optional(_positive))
+    seed: int = 0
+    orthoreg: OrthoReg = attrs.field(factory=OrthoReg)
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready record of the recipe (stored with saved fine-tunes)."""
+        out = attrs.asdict(self, recurse=False)
+        reg = self.orthoreg
+        out["orthoreg"] = {"coef": reg.coef, "squared": reg.squared, "include": reg.include.pattern if reg.include else None}
+        return out
+
+
+def autocast(device: torch.device) -> contextlib.AbstractContextManager:
+    """bf16 autocast on CUDA; nothing elsewhere (CPU runs stay in the model's dtype)."""
+    if device.type == "cuda":
+        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def seeded(seed: int, device: torch.device) -> Iterator[None]:
+    """Seed torch's global RNGs for the block, restoring the caller's RNG state afterwards."""
+    devices = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
+
+
+@attrs.define(eq=False)
+class FineTuned:
+    """A fine-tuned copy of a source encoder, its media-tower task vector and the training record."""
+
+    pre: DualEncoder
+    encoder: DualEncoder
+    task_vector: TaskVector
+    losses: tuple[float, ...] = ()
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.task_vector.metadata
+
+    def utd(self, grid: Grid, batch_size: int = 64, **provenance: Any) -> UTD:
+        """UTD[i, j] = <f_ft(x_i), g_j> - <f_pre(x_i), g_j> on `grid` (landmarks from the frozen text tower)."""
+        prov = {"source": "finetune", "mode": self.metadata.get("mode"), "finetune_task": self.metadata.get("task")}
+        return UTD.compute(self.pre, self.encoder, grid, batch_size, **prov, **provenance)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the media-tower deltas (safetensors) with the recipe, family and task as JSON metadata."""
+        self.task_vector.save(path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, pre: DualEncoder) -> "FineTuned":
+        """Rebuild a saved fine-tune on top of `pre` (which stays untouched)."""
+        vector = TaskVector.load(path)
+        family = vector.metadata.get("family")
+        if family != pre.family:
+            raise PlatonicError(f"{path} was fine-tuned from a {family!r} encoder, not a {pre.family!r} one")
+        encoder = copy.deepcopy(pre)
+        vector.apply_to(encoder.media_encoder)
+        return cls(pre, encoder, vector)
+
+
+def _make_trainable(
+    tower: nn.Module, targets: list[str], config: FinetuneConfig
+) -> tuple[list[nn.Parameter], Callable[[], Iterator[Update]], Callable[[], None]]:
+    """Per `config.mode`: (trainable parameters, the live updates for OrthoReg, the finaliser).
+
+    LoRA: factors on `targets`, updates (alpha / r) B A, finalised by merging into the weights.
+    Full: every tower parameter, updates W - W_pre of the 2-D ones, nothing to finalise.
+    """
+    if config.mode == "lora":
+        lora = inject_lora(tower, targets, config.rank, config.lora_alpha)
+        params = [p for p in tower.parameters() if p.requires_grad]
+        return params, lambda: lora_updates(tower), lora.merge_and_unload
+    tower.requires_grad_(True)
+    reference = dense_reference(tower) if config.orthoreg.active else {}
+    return list(tower.parameters()), lambda: dense_updates(tower, reference), lambda: None
+
+
+def finetune(encoder: DualEncoder, task: Task, config: FinetuneConfig | None = None, progress: bool = True) -> FineTuned:
+    """Fine-tune a copy of `encoder`'s media tower on `task.train`; minimise CE(s * f(x) G^T, y) + OrthoReg."""
+    config = config or FinetuneConfig()
+    n = len(task.train)
+    if n == 0:
+        raise PlatonicError(f"task {task.name!r} has an empty train split")
+    ft = copy.deepcopy(encoder)
+    ft.eval()  # dropout off and normalisation statistics frozen: only the weights learn
+    ft.model.requires_grad_(False)
+    device = ft.device
+    tower = ft.media_encoder
+    G = landmarks(ft, task.prompts()).to(device).clone()  # out of inference mode, usable under autograd
+    labels = torch.as_tensor(task.train.labels, dtype=torch.long, device=device)
+    steps_per_epoch = math.ceil(n / config.batch_size)
+    total = config.epochs * steps_per_epoch
+    if config.max_steps is not None:
+        total = min(total, config.max_steps)
+    losses: list[float] = []
+    with seeded(config.seed, device):
+        params, updates, finish = _make_trainable(tower, ft.lora_targets, config)
+        optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+        order = torch.Generator().manual_seed(config.seed)
+        bar = tqdm(total=total, desc=f"finetune {ft.family} on {task.name}", disable=not progress, leave=False)
+        step = 0
+        while step < total:
+            perm = torch.randperm(n, generator=order)
+            for start in range(0, n, config.batch_size):
+                if step >= total:
+                    break
+                ids = perm[start : start + config.batch_size]
+                batch = ft.preprocess([task.train.items[i] for i in ids.tolist()])
+                with autocast(device):
+                    f = ft.encode_media(batch)
+                logits = config.logit_scale * f.float() @ G.T
+                loss = nn.functional.cross_entropy(logits, labels[ids.to(device)])
+                if config.orthoreg.active:
+                    loss = loss + config.orthoreg(updates())
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                losses.append(float(loss.detach()))
+                step += 1
+                bar.update(1)
+                bar.set_postfix(loss=f"{losses[-1]:.4f}")
+        bar.close()
+        finish()
+    ft.model.requires_grad_(False)
+    before, after = named_tensors(encoder.media_encoder), named_tensors(tower)
+    changed = [name for name in before if name in after and not torch.equal(before[name], after[name])]
+    meta = {
+        "family": encoder.family,
+        "checkpoint": encoder.checkpoint,
+        "task": task.name,
+        "scope": "media_encoder",
+        "steps": step,
+        **config.describe(),
+    }
+    vector = TaskVector.from_models(encoder.media_encoder, tower, include=changed, **meta)
+    return FineTuned(encoder, ft, vector, tuple(losses))
