@@ -9,16 +9,13 @@ runs on a copy, and LoRA is merged into that copy at the end.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import math
 import os
 from typing import Any, Callable, Iterator, Literal
 
 import attrs
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from ..descriptor import UTD
 from ..errors import PlatonicError
@@ -26,6 +23,7 @@ from ..features import landmarks
 from ..protocol import DualEncoder
 from ..tasks import Grid, Task
 from .lora_layers import inject_lora
+from .loop import autocast, seeded, total_steps, train
 from .orthoreg import OrthoReg, Update, dense_reference, dense_updates, lora_updates
 from .weightspace import TaskVector, named_tensors
 
@@ -62,22 +60,6 @@ class FinetuneConfig:
         reg = self.orthoreg
         out["orthoreg"] = {"coef": reg.coef, "squared": reg.squared, "include": reg.include.pattern if reg.include else None}
         return out
-
-
-def autocast(device: torch.device) -> contextlib.AbstractContextManager:
-    """bf16 autocast on CUDA; nothing elsewhere (CPU runs stay in the model's dtype)."""
-    if device.type == "cuda":
-        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
-@contextlib.contextmanager
-def seeded(seed: int, device: torch.device) -> Iterator[None]:
-    """Seed torch's global RNGs for the block, restoring the caller's RNG state afterwards."""
-    devices = [device] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
-        yield
 
 
 @attrs.define(eq=False)
@@ -144,38 +126,21 @@ def finetune(encoder: DualEncoder, task: Task, config: FinetuneConfig | None = N
     tower = ft.media_encoder
     G = landmarks(ft, task.prompts()).to(device).clone()  # out of inference mode, usable under autograd
     labels = torch.as_tensor(task.train.labels, dtype=torch.long, device=device)
-    steps_per_epoch = math.ceil(n / config.batch_size)
-    total = config.epochs * steps_per_epoch
-    if config.max_steps is not None:
-        total = min(total, config.max_steps)
-    losses: list[float] = []
+    steps = total_steps(n, config.batch_size, config.epochs, config.max_steps)
     with seeded(config.seed, device):
         params, updates, finish = _make_trainable(tower, ft.lora_targets, config)
+
+        def loss_fn(ids: Tensor) -> Tensor:
+            batch = ft.preprocess([task.train.items[i] for i in ids.tolist()])
+            with autocast(device):
+                f = ft.encode_media(batch)
+            logits = config.logit_scale * f.float() @ G.T
+            loss = nn.functional.cross_entropy(logits, labels[ids.to(device)])
+            return loss + config.orthoreg(updates()) if config.orthoreg.active else loss
+
         optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
-        order = torch.Generator().manual_seed(config.seed)
-        bar = tqdm(total=total, desc=f"finetune {ft.family} on {task.name}", disable=not progress, leave=False)
-        step = 0
-        while step < total:
-            perm = torch.randperm(n, generator=order)
-            for start in range(0, n, config.batch_size):
-                if step >= total:
-                    break
-                ids = perm[start : start + config.batch_size]
-                batch = ft.preprocess([task.train.items[i] for i in ids.tolist()])
-                with autocast(device):
-                    f = ft.encode_media(batch)
-                logits = config.logit_scale * f.float() @ G.T
-                loss = nn.functional.cross_entropy(logits, labels[ids.to(device)])
-                if config.orthoreg.active:
-                    loss = loss + config.orthoreg(updates())
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                losses.append(float(loss.detach()))
-                step += 1
-                bar.update(1)
-                bar.set_postfix(loss=f"{losses[-1]:.4f}")
-        bar.close()
+        desc = f"finetune {ft.family} on {task.name}"
+        losses = train(loss_fn, optimizer, n, config.batch_size, steps, config.seed, desc=desc, progress=progress)
         finish()
     ft.model.requires_grad_(False)
     before, after = named_tensors(encoder.media_encoder), named_tensors(tower)
@@ -185,7 +150,7 @@ def finetune(encoder: DualEncoder, task: Task, config: FinetuneConfig | None = N
         "checkpoint": encoder.checkpoint,
         "task": task.name,
         "scope": "media_encoder",
-        "steps": step,
+        "steps": steps,
         **config.describe(),
     }
     vector = TaskVector.from_models(encoder.media_encoder, tower, include=changed, **meta)
