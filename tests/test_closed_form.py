@@ -10,7 +10,7 @@ import torch
 import platonic_sdk as ps
 from platonic_sdk.errors import NonFiniteError, PlatonicError, ShapeError
 from platonic_sdk.features import landmarks, site_features
-from platonic_sdk.linalg import edited_embeddings, first_order_change, ridge_operator, unit_rows
+from platonic_sdk.linalg import edited_embeddings, first_order_change, ridge_operator, ridge_solver, unit_rows
 
 CLASSES = ("red circle", "green square", "blue triangle", "yellow digit")
 
@@ -60,6 +60,19 @@ def test_bank_solve_equals_independent_solve(setup):
     expected = ridge_operator(S / Z.norm(dim=1, keepdim=True), G, utd.matrix, 1e-2, 1e-3)
     torch.testing.assert_close(bank.operator(utd), expected, rtol=1e-5, atol=1e-7)
     assert bank.operator(utd).shape == (encoder.embed_dim, encoder.last_affine().in_dim)
+
+
+def test_bank_operator_zeroes_the_objective_gradient(setup):
+    """X* = A^T is the minimiser of the strictly convex ridge objective: its gradient vanishes there."""
+    encoder, grid, bank, state, utd = setup
+    F, G, U = state.F.double(), state.G.double(), utd.matrix.double()
+    mu_a = 1e-2 * torch.linalg.svdvals(F).square().mean()
+    mu_b = 1e-3 * torch.linalg.svdvals(G).square().mean()
+    solve = ridge_solver(F, G, 1e-2, 1e-3)  # float64 in, float64 out: no rounding to float32
+    X = solve(U).T
+    grad = F.T @ (F @ X @ G.T - U) @ G + mu_b * F.T @ F @ X + mu_a * X @ G.T @ G + mu_a * mu_b * X
+    scale = (F.T @ U @ G).norm()
+    assert float(grad.norm() / scale) < 1e-6
 
 
 def test_bank_is_linear_over_compositions(setup):
