@@ -9,7 +9,6 @@ The original laion_clap `.pt` checkpoints load through `adapters/_laion.py` (opt
 
 from __future__ import annotations
 
-import copy
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -24,7 +23,8 @@ from platonic_sdk.errors import CheckpointError, PlatonicError
 from platonic_sdk.protocol import AffineSite, DualEncoder
 from platonic_sdk.registry import FamilySpec, register_family
 
-from ._text import check_vocab, default_tokenizer, load_tokenizer
+from ._hf import check_family, deep_merge, read_marker, resolve_checkpoint, seeded, text_config_for, write_marker
+from ._text import check_vocab, load_tokenizer
 
 # HTSAT's window attention: the query and value projections of every Swin block.
 LORA_TARGETS = ["attention.self.query", "attention.self.value"]
@@ -34,19 +34,12 @@ CROP_SEED = 0
 
 _TINY_TEXT = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64,
               "max_position_embeddings": 40, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
-_TINY_AUDIO = {"spec_size": 32, "num_mel_bins": 32, "patch_size": 4, "patch_stride": [4, 4], "window_size": 4,
+_TINY_AUDIO = {"spec_size": 32, "num_mel_bins": 16, "patch_size": 4, "patch_stride": [4, 4], "window_size": 4,
                "depths": [1, 1], "num_attention_heads": [2, 4], "patch_embeds_hidden_size": 16, "hidden_size": 32,
                "hidden_dropout_prob": 0.0}
-_TINY_FEATURES = {"feature_size": 32, "sampling_rate": 16000, "hop_length": 512, "fft_window_size": 512,
-                  "max_length_s": 1, "frequency_min": 50, "frequency_max": 8000}
-
-
-def _merge(base: dict[str, Any], override: dict[str, Any] | None) -> dict[str, Any]:
-    """`base` with `override`'s keys replaced; nested dicts merge one level down."""
-    out = copy.deepcopy(base)
-    for key, value in (override or {}).items():
-        out[key] = {**out[key], **value} if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
+# 1 s at 8 kHz: 63 frames of 16 mel bins fold into a 32 x 32 HTSAT input (frequency ratio 2).
+_TINY_FEATURES = {"sampling_rate": 8000, "hop_length": 128, "fft_window_size": 256, "max_length_s": 1,
+                  "frequency_min": 40, "frequency_max": 4000}
 
 
 def _feature_extractor(features: dict[str, Any], fused: bool) -> ClapFeatureExtractor:
@@ -67,6 +60,7 @@ class ClapEncoder(DualEncoder):
                 f"feature extractor truncation {feature_extractor.truncation!r} does not fit a "
                 f"{'fused' if fused else 'unfused'} CLAP model"
             )
+        check_vocab(tokenizer, model.config.text_config.vocab_size, f"the {family} model")
         self._model = model.eval()
         self.tokenizer = tokenizer
         self.feature_extractor = feature_extractor
@@ -139,10 +133,24 @@ class ClapEncoder(DualEncoder):
         self._model.save_pretrained(path, safe_serialization=True)
         self.tokenizer.save_pretrained(path)
         self.feature_extractor.save_pretrained(path)
+        write_marker(path, self.family, self.checkpoint)
+
+
+def _check_fits(config: ClapConfig, extractor: ClapFeatureExtractor) -> None:
+    """HTSAT folds a T x F log-mel into a spec_size^2 image: T <= spec_size * r and F <= spec_size / r, r = spec_size // F."""
+    audio = config.audio_config
+    ratio = audio.spec_size // audio.num_mel_bins
+    frames = extractor.nb_max_samples // extractor.hop_length + 1
+    if ratio < 1 or frames > audio.spec_size * ratio:
+        raise PlatonicError(
+            f"a {extractor.max_length_s} s window at hop {extractor.hop_length} gives {frames} frames x "
+            f"{audio.num_mel_bins} mel bins, which does not fold into HTSAT's {audio.spec_size}^2 input "
+            f"(needs mel bins <= spec_size and frames <= spec_size * (spec_size // mel bins))"
+        )
 
 
 def _tiny_config(audio: dict[str, Any]) -> dict[str, Any]:
-    return {"audio_config": _merge(_TINY_AUDIO, audio), "text_config": dict(_TINY_TEXT), "projection_dim": 32,
+    return {"audio_config": deep_merge(_TINY_AUDIO, audio), "text_config": dict(_TINY_TEXT), "projection_dim": 32,
             "features": dict(_TINY_FEATURES)}
 
 
@@ -153,25 +161,26 @@ def _make_family(name: str, checkpoint: str, fused: bool, tiny: dict[str, Any], 
                     seed: int = 0) -> ClapEncoder:
         """Random weights from `config` = {"audio_config", "text_config", "projection_dim", "features"},
         merged over the family's tiny config; the text tower is sized to the tokenizer's vocabulary."""
-        cfg = _merge(tiny, config)
-        tokenizer = tokenizer or default_tokenizer()
-        fusion = {"enable_fusion": fused, "fusion_type": "aff_2d" if fused else None}
-        text = {**cfg["text_config"], "vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id,
-                "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}
+        cfg = deep_merge(tiny, config or {})
+        tokenizer, text = text_config_for(tokenizer, cfg["text_config"])
+        # RoBERTa positions start after the padding id: the context needs two extra rows.
         text["max_position_embeddings"] = max(text["max_position_embeddings"], tokenizer.model_max_length + 2)
+        fusion = {"enable_fusion": fused, "fusion_type": "aff_2d" if fused else None}
         clap_config = ClapConfig(text_config=text, audio_config={**cfg["audio_config"], **fusion},
                                  projection_dim=cfg["projection_dim"])
-        features = {**cfg["features"], "feature_size": clap_config.audio_config.num_mel_bins}
-        torch.manual_seed(seed)
-        return ClapEncoder(ClapModel(clap_config), tokenizer, _feature_extractor(features, fused), name)
+        extractor = _feature_extractor({**cfg["features"], "feature_size": clap_config.audio_config.num_mel_bins}, fused)
+        _check_fits(clap_config, extractor)
+        return ClapEncoder(seeded(seed, lambda: ClapModel(clap_config)), tokenizer, extractor, name)
 
     def load(checkpoint: str | os.PathLike, dtype: torch.dtype | None = None, device: str | None = None) -> ClapEncoder:
         """A saved folder (or, with hub access, a hub id) holding a ClapModel, its tokenizer and extractor."""
-        source = str(checkpoint)
-        if source.endswith(".pt"):
+        if str(checkpoint).endswith(".pt"):
             from ._laion import load_laion_checkpoint
 
-            return load_laion_checkpoint(source, family=name, fused=fused, device=device)
+            return load_laion_checkpoint(str(checkpoint), family=name, fused=fused, device=device)
+        source, local = resolve_checkpoint(checkpoint)
+        if local:
+            check_family(read_marker(source), name, source)
         try:
             model = ClapModel.from_pretrained(source, dtype=dtype or torch.float32)
             features = ClapFeatureExtractor.from_pretrained(source).to_dict()
