@@ -1,0 +1,233 @@
+"""Shared machinery of the transformers-backed image-text families (CLIP, MetaCLIP, SigLIP, SigLIP2).
+
+A checkpoint is an HF folder or hub id: config.json (its `model_type` names the architecture),
+safetensors weights, tokenizer files, preprocessor_config.json, plus `platonic.json` ({"family": ...})
+in folders this SDK writes, so that a folder saved by one family is refused by another.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Sequence
+
+import torch
+from torch import Tensor, nn
+from transformers import AutoConfig, AutoImageProcessor, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+
+from platonic_sdk.errors import CheckpointError
+from platonic_sdk.protocol import DualEncoder
+
+from ._image import ImageTransform
+from ._text import check_vocab, default_tokenizer, load_tokenizer
+
+MARKER = "platonic.json"
+_MAX_DEFAULT_CONTEXT = 512  # beyond this a tokenizer's model_max_length is a placeholder, not a context
+
+
+def resolve_checkpoint(checkpoint: str | os.PathLike) -> tuple[str, bool]:
+    """(source, is_local): an existing folder, or an "org/name" hub id; anything else is a missing path."""
+    text = str(checkpoint)
+    path = Path(text).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise CheckpointError(f"{text} is a file; this family loads a checkpoint folder or a hub id")
+        return str(path), True
+    if text.startswith(("/", ".", "~")) or text.count("/") != 1:
+        raise CheckpointError(f"no checkpoint folder at {text} (and it is not an 'org/name' hub id)")
+    return text, False
+
+
+def read_marker(folder: str | os.PathLike) -> dict[str, Any]:
+    """The SDK's `platonic.json` of a folder ({} when the folder was not written by this SDK)."""
+    path = Path(folder) / MARKER
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"corrupt {path}: {exc}") from exc
+
+
+def write_marker(folder: str | os.PathLike, family: str, checkpoint: str | None) -> None:
+    """Record which family wrote `folder` (and from which checkpoint it descends)."""
+    from platonic_sdk import __version__
+
+    (Path(folder) / MARKER).write_text(
+        json.dumps({"family": family, "checkpoint": checkpoint, "sdk_version": __version__}, indent=2)
+    )
+
+
+def check_family(marker: dict[str, Any], family: str, where: str) -> None:
+    """Refuse a folder that this SDK saved for another family."""
+    saved = marker.get("family")
+    if saved is not None and saved != family:
+        raise CheckpointError(f"{where} holds a {saved!r} checkpoint, not a {family!r} one")
+
+
+def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `base` with `update` written over it, recursing into nested dicts."""
+    out = copy.deepcopy(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def seeded(seed: int, build: Callable[[], nn.Module]) -> nn.Module:
+    """`build()` under torch seed `seed`, leaving the global RNG state as it was."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return build()
+
+
+class HFImageTextEncoder(DualEncoder):
+    """A transformers image-text model: vision_model + text_model, tokenizer and image processor.
+
+    Subclasses name the accepted `model_types`, the model class, how text is padded, and implement
+    `embed_media`, `embed_text`, `embed_dim` and `last_affine`.
+    """
+
+    modality = "image"
+    model_types: ClassVar[tuple[str, ...]]
+    # Text is always padded to the context length; CLIP also masks the padding (SigLIP was trained without).
+    text_attention_mask: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        images: Any,
+        *,
+        family: str,
+        checkpoint: str | None = None,
+    ) -> None:
+        check_vocab(tokenizer, model.config.text_config.vocab_size, f"the {family} model")
+        self._model = model.eval()
+        self.tokenizer = tokenizer
+        self.images = images  # callable(items, device, dtype) -> batch, with .save(path)
+        self.family = family
+        self.checkpoint = checkpoint
+
+    # -- protocol -------------------------------------------------------------------------------
+    @property
+    def model(self) -> PreTrainedModel:
+        return self._model
+
+    @property
+    def media_encoder(self) -> nn.Module:
+        return self._model.vision_model
+
+    @property
+    def lora_targets(self) -> list[str]:
+        return ["self_attn.q_proj", "self_attn.v_proj"]
+
+    @property
+    def context_length(self) -> int:
+        """Number of text positions of the text tower (texts are padded/truncated to it)."""
+        return int(self._model.config.text_config.max_position_embeddings)
+
+    def preprocess(self, items: Sequence[Any]) -> Any:
+        return self.images(items, self.device, self.dtype)
+
+    def tokenize(self, texts: Sequence[str]) -> dict[str, Tensor]:
+        """Token ids (and the padding mask where the family uses one) on this encoder's device."""
+        if isinstance(texts, str) or not len(texts):
+            raise ValueError("embed_text needs a non-empty sequence of strings")
+        enc = self.tokenizer(
+            list(texts), padding="max_length", truncation=True, max_length=self.context_length, return_tensors="pt"
+        )
+        out = {"input_ids": enc["input_ids"].to(self.device)}
+        if self.text_attention_mask:
+            out["attention_mask"] = enc["attention_mask"].to(self.device)
+        return out
+
+    def save(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+        self._model.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+        self.images.save(path)
+        write_marker(path, self.family, self.checkpoint)
+
+    # -- construction ---------------------------------------------------------------------------
+    @classmethod
+    def model_class(cls, config: PretrainedConfig) -> type[PreTrainedModel]:
+        """The transformers class that builds `config`."""
+        raise NotImplementedError
+
+    @classmethod
+    def default_images(cls, config: PretrainedConfig) -> Any:
+        """The image processor to use when a checkpoint ships none."""
+        raise NotImplementedError
+
+    @classmethod
+    def images_from_hf(cls, processor: Any) -> Any:
+        """Wrap a loaded HF image processor."""
+        return ImageTransform.from_hf(processor)
+
+    @classmethod
+    def load(
+        cls, checkpoint: str, *, family: str, device: str | torch.device | None = None, dtype: torch.dtype = torch.float32
+    ) -> "HFImageTextEncoder":
+        """Load an HF folder or hub id (offline: hub ids fail with CheckpointError)."""
+        source, local = resolve_checkpoint(checkpoint)
+        if local:
+            check_family(read_marker(source), family, source)
+        try:
+            config = AutoConfig.from_pretrained(source)
+        except Exception as exc:  # OSError offline / missing, ValueError for unknown model types
+            raise CheckpointError(f"cannot read a model config from {source}: {exc}") from exc
+        if config.model_type not in cls.model_types:
+            raise CheckpointError(
+                f"{source} holds a {config.model_type!r} model; family {family!r} loads {', '.join(cls.model_types)}"
+            )
+        try:
+            model, info = cls.model_class(config).from_pretrained(
+                source, config=config, dtype=dtype, output_loading_info=True
+            )
+        except Exception as exc:  # missing or corrupt weight files
+            raise CheckpointError(f"cannot load {family} weights from {source}: {exc}") from exc
+        broken = {k: v for k, v in info.items() if k in ("missing_keys", "mismatched_keys") and v}
+        if broken:
+            raise CheckpointError(f"weights in {source} do not fit the {config.model_type} architecture: {broken}")
+        tokenizer = load_tokenizer(source, config.text_config.vocab_size)
+        try:
+            images = cls.images_from_hf(AutoImageProcessor.from_pretrained(source))
+        except OSError:  # no preprocessor_config.json: the family's defaults at the model's size
+            images = cls.default_images(config)
+        encoder = cls(model, tokenizer, images, family=family, checkpoint=str(checkpoint))
+        return encoder.to(device) if device is not None else encoder
+
+    @classmethod
+    def build(
+        cls,
+        config: PretrainedConfig,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        family: str,
+        seed: int = 0,
+        device: str | torch.device | None = None,
+    ) -> "HFImageTextEncoder":
+        """Random weights (seeded) for `config`, paired with `tokenizer`."""
+        model = seeded(seed, lambda: cls.model_class(config)(config))
+        encoder = cls(model, tokenizer, cls.default_images(config), family=family)
+        return encoder.to(device) if device is not None else encoder
+
+
+def text_config_for(tokenizer: PreTrainedTokenizerBase | None, text: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """(tokenizer, text config) with the vocabulary, special ids and context length taken from the tokenizer."""
+    tokenizer = tokenizer if tokenizer is not None else default_tokenizer()
+    context = tokenizer.model_max_length if tokenizer.model_max_length <= _MAX_DEFAULT_CONTEXT else 16
+    text = dict(text)
+    text.setdefault("max_position_embeddings", context)
+    text.update(
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    return tokenizer, text
