@@ -1,0 +1,64 @@
+"""The fast extraction path computes what the plain path computes (CPU: autocast off, workers, compile)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from platonic_sdk.accel import autocast, batches, compiled_media, extract
+from platonic_sdk.features import site_features
+from tiny_encoder import TinyEncoder, tiny_task
+
+
+@pytest.fixture(scope="module")
+def items():
+    return tiny_task(n_train=8, n_test=37).test.items
+
+
+def test_autocast_is_a_no_op_off_cuda() -> None:
+    a = torch.randn(4, 4)
+    with autocast("cpu"):
+        assert (a @ a).dtype == torch.float32
+    assert isinstance(autocast("cuda", enabled=False), type(autocast("cpu")))
+
+
+@pytest.mark.parametrize("head", ["projection", "residual_head"])
+def test_worker_preprocessing_equals_plain_path(head: str, items) -> None:
+    encoder = TinyEncoder(head=head, seed=4)
+    S, Z = site_features(encoder, items, batch_size=8)
+    for workers in (0, 2):
+        S2, Z2 = extract(encoder, items, batch_size=8, workers=workers, amp=True)
+        assert torch.equal(S, S2) and torch.equal(Z, Z2)
+
+
+def test_batches_keep_order_and_sizes(items) -> None:
+    encoder = TinyEncoder(seed=5)
+    got = list(batches(encoder, items, batch_size=10, workers=2))
+    assert [b.shape[0] for b in got] == [10, 10, 10, 7]
+    assert torch.equal(torch.cat(got), encoder.preprocess(items))
+    with pytest.raises(ValueError, match="batch_size"):
+        next(batches(encoder, items, batch_size=0))
+
+
+@pytest.mark.parametrize("head", ["projection", "residual_head"])
+def test_compiled_media_matches_eager_and_is_undone(head: str, items) -> None:
+    encoder = TinyEncoder(head=head, seed=6)
+    S, Z = site_features(encoder, items, batch_size=16)
+    with compiled_media(encoder, encoder.preprocess(items[:16]), backend="aot_eager") as ok:
+        assert ok and "forward" in vars(encoder.media_encoder)
+        S2, Z2 = extract(encoder, items, batch_size=16)
+    assert "forward" not in vars(encoder.media_encoder)
+    torch.testing.assert_close(S2, S, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(Z2, Z, rtol=1e-5, atol=1e-6)
+
+
+def test_failed_compile_falls_back_to_eager(items) -> None:
+    def broken_backend(graph, example_inputs):
+        raise RuntimeError("no compiler here")
+
+    encoder = TinyEncoder(seed=7)
+    _, Z = site_features(encoder, items)
+    with pytest.warns(UserWarning, match="running eager"):
+        with compiled_media(encoder, encoder.preprocess(items[:4]), backend=broken_backend) as ok:
+            assert not ok and "forward" not in vars(encoder.media_encoder)
+            assert torch.equal(extract(encoder, items)[1], Z)
