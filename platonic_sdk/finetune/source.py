@@ -38,11 +38,16 @@ def _non_negative(_inst: Any, attribute: attrs.Attribute, value: float) -> None:
         raise PlatonicError(f"{attribute.name} must be >= 0, got {value!r}")
 
 
+def _mode(_inst: Any, _attribute: attrs.Attribute, value: str) -> None:
+    if value not in ("lora", "full"):
+        raise PlatonicError(f"fine-tuning mode must be 'lora' or 'full', got {value!r}")
+
+
 @attrs.frozen
 class FinetuneConfig:
     """Source fine-tuning recipe; defaults are the authors' (METHOD sec. 6). Tiny models may need more lr/epochs."""
 
-    mode: Literal["lora", "full"] = attrs.field(default="lora", validator=attrs.validators.in_(("lora", "full")))
+    mode: Literal["lora", "full"] = attrs.field(default="lora", validator=_mode)
     rank: int = attrs.field(default=4, validator=_positive)
     lora_alpha: float = attrs.field(default=8.0, validator=_positive)
     epochs: int = attrs.field(default=3, validator=_positive)

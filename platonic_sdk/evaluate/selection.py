@@ -1,0 +1,88 @@
+"""Coefficient selection on validation (the OrthoReg authors' protocol), for any coefficient knob.
+
+`evaluate(coef) -> {name: accuracy}` can set a weight-space coefficient, a closed-form strength or a
+LoRA-route strength; the sweep never knows which.
+- addition: maximise the mean normalised accuracy, mean_t acc_t(c) / acc_t(fine-tuned);
+- negation: minimise the target's accuracy subject to control(c) >= 0.95 x control(zero-shot).
+Ties go to the smallest coefficient.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence
+
+import attrs
+import numpy as np
+from tqdm.auto import tqdm
+
+from ..errors import PlatonicError
+
+Evaluate = Callable[[float], Mapping[str, float]]
+DEFAULT_COEFS: tuple[float, ...] = tuple(float(c) for c in np.linspace(0.0, 1.0, 21))
+
+
+@attrs.frozen
+class Sweep:
+    """Every coefficient tried, its accuracies, its score (higher is better) and feasibility; `best` is the pick."""
+
+    coefs: tuple[float, ...]
+    results: tuple[dict[str, float], ...]
+    scores: tuple[float, ...]
+    feasible: tuple[bool, ...]
+    best_index: int
+
+    @property
+    def best(self) -> float:
+        return self.coefs[self.best_index]
+
+    @property
+    def best_result(self) -> dict[str, float]:
+        return self.results[self.best_index]
+
+
+def _run(evaluate: Evaluate, coefs: Sequence[float], needed: Sequence[str], progress: bool) -> tuple[tuple[float, ...], tuple[dict[str, float], ...]]:
+    coefs = tuple(float(c) for c in coefs)
+    if not coefs:
+        raise PlatonicError("a coefficient sweep needs at least one coefficient")
+    results = []
+    for c in tqdm(coefs, desc="coefficient sweep", disable=not progress, leave=False):
+        result = {k: float(v) for k, v in evaluate(c).items()}
+        missing = [k for k in needed if k not in result]
+        if missing:
+            raise PlatonicError(f"evaluate({c}) returned {sorted(result)}, missing {missing}")
+        results.append(result)
+    return coefs, tuple(results)
+
+
+def _pick(coefs: tuple[float, ...], results: tuple[dict[str, float], ...], scores: list[float], feasible: list[bool]) -> Sweep:
+    candidates = [i for i, ok in enumerate(feasible) if ok]
+    if not candidates:
+        raise PlatonicError("no coefficient in the sweep satisfies the constraint (include 0 to keep the unedited model)")
+    best = max(candidates, key=lambda i: (scores[i], -coefs[i]))
+    return Sweep(coefs, results, tuple(scores), tuple(feasible), best)
+
+
+def select_addition(
+    evaluate: Evaluate, finetuned: Mapping[str, float], coefs: Sequence[float] = DEFAULT_COEFS, progress: bool = False
+) -> Sweep:
+    """argmax_c mean_t acc_t(c) / finetuned[t] over the tasks named in `finetuned` (single-task fine-tuned accuracies)."""
+    if not finetuned or any(v <= 0 for v in finetuned.values()):
+        raise PlatonicError(f"fine-tuned reference accuracies must be positive, got {dict(finetuned)}")
+    coefs, results = _run(evaluate, coefs, list(finetuned), progress)
+    scores = [float(np.mean([r[t] / finetuned[t] for t in finetuned])) for r in results]
+    return _pick(coefs, results, scores, [True] * len(coefs))
+
+
+def select_negation(
+    evaluate: Evaluate,
+    target: str,
+    control: str,
+    zero_shot_control: float,
+    coefs: Sequence[float] = DEFAULT_COEFS,
+    min_control_ratio: float = 0.95,
+    progress: bool = False,
+) -> Sweep:
+    """argmin_c acc_target(c) subject to acc_control(c) >= min_control_ratio * zero_shot_control."""
+    coefs, results = _run(evaluate, coefs, [target, control], progress)
+    floor = min_control_ratio * zero_shot_control
+    return _pick(coefs, results, [-r[target] for r in results], [r[control] >= floor for r in results])
