@@ -1,0 +1,145 @@
+"""Figures of a run (matplotlib, Agg backend, PNG): similarity heatmap, strength sweeps, the
+normalised two-task scatter and accumulation curves. Each function writes one file and returns its path.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .similarity import SimilarityResult
+
+GROUP_STYLE = {"same-model": ("tab:green", "o"), "same-architecture": ("tab:orange", "s"), "cross-family": ("tab:blue", "^")}
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: str | os.PathLike) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    _pyplot().close(fig)
+    return path
+
+
+def similarity_heatmap(result: SimilarityResult, path: str | os.PathLike) -> Path:
+    """Cosine matrix of (family, task) descriptors on the union grid, grouped by task."""
+    plt = _pyplot()
+    n = len(result.labels)
+    size = max(5.0, 0.32 * n + 2.5)
+    fig, ax = plt.subplots(figsize=(size + 1.2, size))
+    image = ax.imshow(result.matrix, cmap="RdBu_r", vmin=-1, vmax=1)
+    ticks = [f"{task} @ {family}" for family, task in result.labels]
+    ax.set_xticks(range(n), ticks, rotation=90, fontsize=7)
+    ax.set_yticks(range(n), ticks, fontsize=7)
+    for i in range(1, n):  # lines between tasks
+        if result.labels[i][1] != result.labels[i - 1][1]:
+            ax.axhline(i - 0.5, color="black", lw=0.6)
+            ax.axvline(i - 0.5, color="black", lw=0.6)
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="cosine of flattened UTDs")
+    ax.set_title(
+        f"Descriptor similarity (union grid)\nsame task, other model: {result.same_task_cross_model:.3f}   "
+        f"same model, other task: {result.same_model_cross_task:.3f}",
+        fontsize=9,
+    )
+    ax.set_xlabel("descriptor (task @ source family)")
+    ax.set_ylabel("descriptor (task @ source family)")
+    return _save(fig, path)
+
+
+def sweep_curves(records: Sequence[dict[str, Any]], path: str | os.PathLike, defaults: dict[str, float] | None = None) -> Path:
+    """Mean task and control accuracy against strength alpha, one panel per kind (addition, negation)."""
+    plt = _pyplot()
+    kinds = [k for k in ("addition", "negation") if any(r["kind"] == k for r in records)]
+    fig, axes = plt.subplots(1, max(1, len(kinds)), figsize=(5.2 * max(1, len(kinds)), 4), squeeze=False)
+    for ax, kind in zip(axes[0], kinds):
+        by_alpha: dict[float, list[tuple[float, float]]] = defaultdict(list)
+        for r in records:
+            if r["kind"] == kind:
+                by_alpha[r["alpha"]].append((r["task_mean"], r["control_mean"]))
+        alphas = sorted(by_alpha)
+        task = [np.nanmean([v[0] for v in by_alpha[a]]) for a in alphas]
+        ctrl = [np.nanmean([v[1] for v in by_alpha[a]]) for a in alphas]
+        ax.plot(alphas, task, "o-", color="tab:red", label="edited task(s)" if kind == "addition" else "removed task")
+        ax.plot(alphas, ctrl, "s--", color="tab:gray", label="control sets")
+        if defaults and kind in defaults:
+            ax.axvline(defaults[kind], color="black", lw=0.8, ls=":", label=f"default ({defaults[kind]:g})")
+        cells = len({r["key"] for r in records if r["kind"] == kind})
+        ax.set_title(f"{kind.capitalize()}: strength sweep ({cells} cells)")
+        ax.set_xlabel("strength alpha")
+        ax.set_ylabel("mean accuracy (%)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def _normalised_pair(record: dict[str, Any], method: str) -> float | None:
+    accs = record["results"].get(method)
+    ft = record.get("finetuned") or {}
+    if accs is None or any(not ft.get(t) for t in record["tasks"]):
+        return None
+    return float(np.mean([100.0 * accs[t] / ft[t] for t in record["tasks"]]))
+
+
+def two_task_scatter(records: Sequence[dict[str, Any]], path: str | os.PathLike, method: str = "closed_form") -> Path:
+    """Per addition cell: normalised accuracy (acc / own fine-tune, mean of the two tasks), zero-shot vs edited."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.2, 5))
+    lo, hi = 100.0, 0.0
+    for group, (colour, marker) in GROUP_STYLE.items():
+        pts = [
+            (_normalised_pair(r, "zero_shot"), _normalised_pair(r, method))
+            for r in records
+            if r["kind"] == "addition" and r["group"] == group
+        ]
+        pts = [(x, y) for x, y in pts if x is not None and y is not None]
+        if not pts:
+            continue
+        xs, ys = np.array(pts).T
+        lo, hi = min(lo, xs.min(), ys.min()), max(hi, xs.max(), ys.max())
+        above = 100.0 * float(np.mean(ys > xs))
+        ax.scatter(xs, ys, s=14, alpha=0.7, color=colour, marker=marker, label=f"{group} ({len(xs)} cells, {above:.0f}% above)")
+    span = [lo - 3, hi + 3]
+    ax.plot(span, span, color="black", lw=0.8, ls="--", label="no change")
+    ax.set_xlim(span)
+    ax.set_ylim(span)
+    ax.set_xlabel("zero-shot normalised accuracy (%, mean of tasks A, B)")
+    ax.set_ylabel("edited normalised accuracy (%, mean of tasks A, B)")
+    ax.set_title("Two-task addition: one marker per cell")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return _save(fig, path)
+
+
+def accumulation_curves(records: Sequence[dict[str, Any]], path: str | os.PathLike) -> Path:
+    """Mean normalised accuracy over the J composed tasks (mean over targets), alpha fixed vs alpha / J."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.6, 4))
+    key = "mean_normalised" if all(r["mean_normalised"] is not None for r in records) else "mean_accuracy"
+    zero_key = "zero_shot_normalised" if key == "mean_normalised" else "zero_shot_mean"
+    for schedule, style in (("fixed", "o-"), ("divided", "s-")):
+        rows = [r for r in records if r["schedule"] == schedule]
+        Js = sorted({r["J"] for r in rows})
+        ys = [np.mean([r[key] for r in rows if r["J"] == J]) for J in Js]
+        alpha = rows[0]["alpha"] if rows else 0.0
+        ax.plot(Js, ys, style, label=f"alpha = {alpha:g}" if schedule == "fixed" else f"alpha = {alpha:g} / J")
+    Js = sorted({r["J"] for r in records})
+    ax.plot(Js, [np.mean([r[zero_key] for r in records if r["J"] == J and r["schedule"] == "fixed"]) for J in Js], "k:", label="zero-shot")
+    ax.set_xlabel("number of composed tasks J")
+    ax.set_ylabel("mean normalised accuracy (%)" if key == "mean_normalised" else "mean accuracy (%)")
+    ax.set_title(f"Accumulation ({len({r['target'] for r in records})} target(s))")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)

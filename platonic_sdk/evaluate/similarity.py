@@ -1,0 +1,76 @@
+"""Descriptor similarity: do descriptors of one task agree across models more than one model's
+descriptors agree across tasks?
+
+Same task, different models: cosines of flattened UTDs on the task's own grid. Same model,
+different tasks: the shapes differ, so each fine-tune's UTD is recomputed on the union grid (all
+tasks' probes x all tasks' prompts, METHOD sec. 11); the heatmap shows that union matrix.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Sequence
+
+import attrs
+import numpy as np
+import torch
+
+from ..errors import PlatonicError
+from ..linalg import descriptor_cosine, unit_rows
+from .workspace import Workspace
+
+
+@attrs.frozen(eq=False)
+class SimilarityResult:
+    """Cosine matrix over (family, task) descriptors on the union grid, with the two summary means."""
+
+    labels: tuple[tuple[str, str], ...]
+    matrix: np.ndarray
+    same_task_cross_model: float
+    same_model_cross_task: float
+
+    @property
+    def ratio(self) -> float:
+        return self.same_task_cross_model / self.same_model_cross_task if self.same_model_cross_task else float("nan")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "labels": [list(label) for label in self.labels],
+            "matrix": self.matrix.round(5).tolist(),
+            "same_task_cross_model": self.same_task_cross_model,
+            "same_model_cross_task": self.same_model_cross_task,
+            "ratio": self.ratio,
+        }
+
+
+def union_descriptor(ws: Workspace, family: str, task: str, grid_tasks: Sequence[str]) -> torch.Tensor:
+    """UTD of (family, task)'s fine-tune on the union of `grid_tasks`' grids (rows and prompts concatenated)."""
+    f_pre, f_ft, G = [], [], []
+    for other in grid_tasks:
+        state = ws.bank(family).add_grid(ws.grid(other))
+        f_pre.append(unit_rows(state.Z))
+        f_ft.append(ws.finetuned_rows(family, task, other))
+        G.append(state.G)
+    return (torch.cat(f_ft) - torch.cat(f_pre)) @ torch.cat(G).T
+
+
+def similarity(ws: Workspace, families: Sequence[str] | None = None, tasks: Sequence[str] | None = None) -> SimilarityResult:
+    """Cosine similarities of every (family, task) descriptor whose fine-tuned model is available."""
+    families = tuple(families or ws.families)
+    tasks = tuple(tasks or ws.transfer_tasks)
+    labels = tuple((f, t) for t in tasks for f in families if (f, t) in ws.finetuned)
+    if len(labels) < 2:
+        raise PlatonicError("descriptor similarity needs at least two fine-tunes")
+    union = {label: union_descriptor(ws, *label, tasks) for label in labels}
+    n = len(labels)
+    matrix = np.eye(n)
+    for i, j in itertools.combinations(range(n), 2):
+        matrix[i, j] = matrix[j, i] = descriptor_cosine(union[labels[i]], union[labels[j]])
+    same_task = [
+        ws.descriptor(a[0], a[1]).cosine(ws.descriptor(b[0], b[1]))
+        for a, b in itertools.combinations(labels, 2)
+        if a[1] == b[1]
+    ]
+    same_model = [matrix[i, j] for i, j in itertools.combinations(range(n), 2) if labels[i][0] == labels[j][0]]
+    mean = lambda v: float(np.mean(v)) if v else float("nan")  # noqa: E731
+    return SimilarityResult(labels, matrix, mean(same_task), mean(same_model))

@@ -1,0 +1,131 @@
+"""The paper's other studies, on a workspace's cached features: strength sweeps, accumulation,
+held-out transfer and the guarantee diagnostic (descriptor similarity lives in similarity.py).
+
+Every edit here is the closed form: A = sum_l c_l X*(U_l)^T folded at strength alpha, evaluated
+by z -> z + alpha A s on cached rows, with no forward pass.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Sequence
+
+import numpy as np
+from torch import Tensor
+
+from ..errors import PlatonicError
+from .grid import Cell, cell_group
+from .guarantee import guarantee_items, pooled_summary
+from .workspace import Workspace
+
+DEFAULT_ALPHAS = tuple(float(a) for a in np.round(np.linspace(0.0, 2.0, 9), 4))
+
+
+def cell_operator(ws: Workspace, cell: Cell) -> tuple[Tensor, list[str]]:
+    """The cell's signed closed-form operator (negation: minus the descriptor's) and its evaluation sets."""
+    sign = 1.0 if cell.kind == "addition" else -1.0
+    A = sign * sum(ws.operator(cell.target, s, t) for s, t in zip(cell.sources, cell.tasks))
+    names = list(cell.tasks) + [c for c in ws.controls if c not in cell.tasks]
+    return A, names
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(np.mean(values)) if len(values) else float("nan")
+
+
+def strength_sweep(ws: Workspace, cells: Sequence[Cell], alphas: Sequence[float] = DEFAULT_ALPHAS) -> list[dict[str, Any]]:
+    """Accuracy of each cell's closed-form edit at each strength: task mean and control mean."""
+    records = []
+    for cell in cells:
+        A, names = cell_operator(ws, cell)
+        for alpha in alphas:
+            accs = ws.accuracies(cell.target, names, A, float(alpha))
+            records.append({
+                "key": cell.key, "kind": cell.kind, "target": cell.target, "group": cell.group,
+                "alpha": float(alpha), "accuracy": accs,
+                "task_mean": _mean([accs[t] for t in cell.tasks]),
+                "control_mean": _mean([accs[c] for c in names if c not in cell.tasks]),
+            })
+    return records
+
+
+def cross_sources(ws: Workspace, target: str, task: str) -> list[str]:
+    """Families other than the target that hold a descriptor of `task`."""
+    return [s for s in ws.sources_for(task) if s != target]
+
+
+def _normalised(ws: Workspace, target: str, task: str, acc: float) -> float | None:
+    ft = ws.finetuned_accuracy(target, task)
+    return 100.0 * acc / ft if ft else None
+
+
+def accumulation(
+    ws: Workspace, target: str, tasks: Sequence[str], alpha: float = 0.5, max_tasks: int = 8
+) -> list[dict[str, Any]]:
+    """Compose the first J tasks (J = 1..len) on `target`, each from a cross-family source (rotating).
+
+    Two schedules: "fixed" folds the sum at alpha; "divided" at alpha / J. Reports the mean accuracy
+    and mean normalised accuracy (accuracy / the target's own fine-tuned accuracy) over the J tasks.
+    """
+    tasks = list(tasks)[:max_tasks]
+    ops = []
+    for i, task in enumerate(tasks):
+        sources = cross_sources(ws, target, task)
+        if not sources:
+            raise PlatonicError(f"no cross-family descriptor of {task!r} for target {target!r}")
+        ops.append((sources[i % len(sources)], ws.operator(target, sources[i % len(sources)], task)))
+    records = []
+    for J in range(1, len(tasks) + 1):
+        A = sum(op for _, op in ops[:J])
+        for schedule, a in (("fixed", alpha), ("divided", alpha / J)):
+            names = tasks[:J]
+            accs = ws.accuracies(target, names + list(ws.controls), A, a)
+            zero = ws.accuracies(target, names)
+            norm = [_normalised(ws, target, t, accs[t]) for t in names]
+            zero_norm = [_normalised(ws, target, t, zero[t]) for t in names]
+            records.append({
+                "target": target, "J": J, "schedule": schedule, "alpha": a, "tasks": names,
+                "sources": [s for s, _ in ops[:J]],
+                "mean_accuracy": _mean([accs[t] for t in names]),
+                "zero_shot_mean": _mean([zero[t] for t in names]),
+                "mean_normalised": _mean(norm) if None not in norm else None,
+                "zero_shot_normalised": _mean(zero_norm) if None not in zero_norm else None,
+                "control_mean": _mean([accs[c] for c in ws.controls]),
+            })
+    return records
+
+
+def held_out(ws: Workspace, target: str, related: Sequence[str], held_out_task: str, alpha: float = 0.5) -> list[dict[str, Any]]:
+    """Sum the operators of `related` tasks (every cross-family source assignment) and evaluate on a
+    task whose items and class names never entered a fit."""
+    if held_out_task in related:
+        raise PlatonicError(f"held-out task {held_out_task!r} is one of the composed tasks")
+    names = [held_out_task] + [c for c in ws.controls if c != held_out_task]
+    zero = ws.accuracies(target, names)
+    records = []
+    for sources in itertools.product(*(cross_sources(ws, target, t) for t in related)):
+        A = sum(ws.operator(target, s, t) for s, t in zip(sources, related))
+        records.append({
+            "target": target, "sources": list(sources), "related": list(related), "held_out": held_out_task,
+            "alpha": alpha, "zero_shot": zero, "closed_form": ws.accuracies(target, names, A, alpha),
+            "group": cell_group(ws, target, sources),
+        })
+    return records
+
+
+def guarantee(ws: Workspace, cells: Sequence[Cell], alpha: float = 0.5, strength: float = 1.0) -> list[dict[str, Any]]:
+    """Per cell: the guarantee summary of its closed-form edit over its tasks and controls, pooled and per set."""
+    records = []
+    for cell in cells:
+        A, names = cell_operator(ws, cell)
+        a = alpha if cell.kind == "addition" else strength
+        parts = {}
+        for name in names:
+            cache = ws.eval_set(cell.target, name)
+            parts[name] = guarantee_items(cache.Z, cache.embeddings(A, a), ws.head(cell.target, name), cache.labels)
+        records.append({
+            "key": cell.key, "kind": cell.kind, "target": cell.target, "group": cell.group, "alpha": a,
+            "pooled": pooled_summary(list(parts.values())),
+            "per_set": {name: p.summary() for name, p in parts.items()},
+        })
+    return records

@@ -1,0 +1,243 @@
+"""A zoo under evaluation: models, tasks, fine-tunes, and every cache the cells and studies share.
+
+Each (model, item) pair is encoded at most once: target probes through the model's operator bank,
+test and control splits through `FeatureCache`s, fine-tuned probes through one cache keyed by
+(family, fine-tune task, grid task). Everything afterwards is matrix products on cached rows:
+an operator A folded at strength alpha moves raw embeddings exactly as z -> z + alpha A s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Mapping, Sequence
+
+import torch
+from torch import Tensor
+
+from ..descriptor import UTD
+from ..errors import PlatonicError
+from ..features import encode_items, landmarks
+from ..finetune.weightspace import TaskVector
+from ..linalg import unit_rows
+from ..protocol import DualEncoder
+from ..tasks import Grid, Task
+from ..transfer.closed_form import OperatorBank
+from .features import FeatureCache
+from .zeroshot import accuracy_of, predict
+
+Source = DualEncoder | UTD  # a fine-tuned checkpoint of a family, or a ready descriptor of it
+
+
+def architecture_signature(encoder: DualEncoder) -> str:
+    """Hash of the media tower's parameter names and shapes: equal iff weight-space arithmetic applies."""
+    layout = [(name, tuple(p.shape)) for name, p in encoder.media_encoder.named_parameters()]
+    return hashlib.sha256(repr(layout).encode()).hexdigest()[:16]
+
+
+class Workspace:
+    """Pretrained models by family, tasks by name, fine-tunes by (family, task), and shared caches.
+
+    `finetuned[(family, task)]` is the family's fine-tuned encoder on that task (same text tower),
+    or a UTD already computed on this workspace's grid of the task. `controls` name tasks whose
+    test splits measure what edits break; they are never probed.
+    """
+
+    def __init__(
+        self,
+        models: Mapping[str, DualEncoder],
+        tasks: Mapping[str, Task],
+        finetuned: Mapping[tuple[str, str], Source] | None = None,
+        controls: Sequence[str] = (),
+        *,
+        per_class: int = 30,
+        grid_seed: int = 0,
+        ridge_a: float = 1e-2,
+        ridge_b: float = 1e-6,
+        batch_size: int = 64,
+        task_vectors: Mapping[tuple[str, str], TaskVector] | None = None,
+        progress: bool = False,
+    ) -> None:
+        if not models:
+            raise PlatonicError("a workspace needs at least one model")
+        missing = [c for c in controls if c not in tasks]
+        if missing:
+            raise PlatonicError(f"control set(s) {missing} are not among the tasks ({', '.join(tasks)})")
+        for family, task in dict(finetuned or {}):
+            if family not in models or task not in tasks:
+                raise PlatonicError(f"fine-tune ({family!r}, {task!r}) names an unknown family or task")
+        self.models = dict(models)
+        self.tasks = dict(tasks)
+        self.finetuned = dict(finetuned or {})
+        self.controls = tuple(controls)
+        self.per_class = int(per_class)
+        self.grid_seed = int(grid_seed)
+        self.ridge_a = float(ridge_a)
+        self.ridge_b = float(ridge_b)
+        self.batch_size = int(batch_size)
+        self.progress = progress
+        self._task_vectors = dict(task_vectors or {})
+        self._grids: dict[str, Grid] = {}
+        self._banks: dict[str, OperatorBank] = {}
+        self._eval: dict[tuple[str, str], FeatureCache] = {}
+        self._heads: dict[tuple[str, str], Tensor] = {}
+        self._ft_rows: dict[tuple[str, str, str], Tensor] = {}
+        self._descriptors: dict[tuple[str, str], UTD] = {}
+        self._operators: dict[tuple[str, str, str], Tensor] = {}
+        self._ft_accuracy: dict[tuple[str, str], float] = {}
+        self._arch: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ names
+    @property
+    def families(self) -> tuple[str, ...]:
+        return tuple(self.models)
+
+    @property
+    def transfer_tasks(self) -> tuple[str, ...]:
+        """Tasks with at least one fine-tune (controls excluded)."""
+        have = {task for _, task in self.finetuned}
+        return tuple(t for t in self.tasks if t in have and t not in self.controls)
+
+    def sources_for(self, task: str) -> tuple[str, ...]:
+        """Families holding a descriptor (or fine-tune) of `task`."""
+        return tuple(f for f in self.models if (f, task) in self.finetuned)
+
+    def _task(self, name: str) -> Task:
+        try:
+            return self.tasks[name]
+        except KeyError:
+            raise PlatonicError(f"unknown task {name!r}; this workspace has {', '.join(self.tasks)}") from None
+
+    def _model(self, family: str) -> DualEncoder:
+        try:
+            return self.models[family]
+        except KeyError:
+            raise PlatonicError(f"unknown family {family!r}; this workspace has {', '.join(self.models)}") from None
+
+    # ------------------------------------------------------------------ target side
+    def grid(self, task: str) -> Grid:
+        """The task's probe grid (shared by every model): per_class x M probes, seed grid_seed."""
+        if task not in self._grids:
+            self._grids[task] = self._task(task).grid(self.per_class, self.grid_seed)
+        return self._grids[task]
+
+    def bank(self, family: str) -> OperatorBank:
+        """The family's operator bank (one ridge factorisation per grid, built on demand)."""
+        if family not in self._banks:
+            self._banks[family] = OperatorBank(self._model(family), self.ridge_a, self.ridge_b, self.batch_size, self.progress)
+        return self._banks[family]
+
+    def eval_set(self, family: str, task: str) -> FeatureCache:
+        """Cached site inputs of the task's test split on the family's pretrained model."""
+        key = (family, task)
+        if key not in self._eval:
+            self._eval[key] = FeatureCache.build(
+                self._model(family), self._task(task).test, batch_size=self.batch_size, progress=self.progress, task=task
+            )
+        return self._eval[key]
+
+    def head(self, family: str, task: str) -> Tensor:
+        """The family's class landmarks of `task` (M x d)."""
+        key = (family, task)
+        if key not in self._heads:
+            self._heads[key] = landmarks(self._model(family), self._task(task).prompts())
+        return self._heads[key]
+
+    def accuracy(self, family: str, task: str, A: Tensor | None = None, alpha: float = 0.0) -> float:
+        """Test accuracy (percent) of the family's model with alpha A folded (no forward pass)."""
+        return self.eval_set(family, task).accuracy(self.head(family, task), A, alpha)
+
+    def accuracies(self, family: str, names: Sequence[str], A: Tensor | None = None, alpha: float = 0.0) -> dict[str, float]:
+        return {name: self.accuracy(family, name, A, alpha) for name in names}
+
+    # ------------------------------------------------------------------ source side
+    def _finetune(self, family: str, task: str) -> Source:
+        try:
+            return self.finetuned[(family, task)]
+        except KeyError:
+            raise PlatonicError(f"no fine-tune or descriptor of task {task!r} for family {family!r}") from None
+
+    def finetuned_rows(self, family: str, ft_task: str, grid_task: str) -> Tensor:
+        """Unit embeddings of grid(grid_task)'s probes under the family's fine-tune on ft_task."""
+        key = (family, ft_task, grid_task)
+        if key not in self._ft_rows:
+            ft = self._finetune(family, ft_task)
+            if isinstance(ft, UTD):
+                raise PlatonicError(f"({family!r}, {ft_task!r}) is a stored descriptor; its fine-tuned model is not available")
+            self._ft_rows[key] = encode_items(ft, self.grid(grid_task).items, self.batch_size, self.progress)
+        return self._ft_rows[key]
+
+    def descriptor(self, family: str, task: str) -> UTD:
+        """UTD of the family's fine-tune on `task`, on the task's grid (pretrained rows from the bank)."""
+        key = (family, task)
+        if key not in self._descriptors:
+            ft = self._finetune(family, task)
+            grid = self.grid(task)
+            if isinstance(ft, UTD):
+                ft.check_grid(grid)
+                self._descriptors[key] = ft
+            else:
+                state = self.bank(family).add_grid(grid)
+                f_ft = self.finetuned_rows(family, task, task)
+                self._descriptors[key] = UTD.from_features(unit_rows(state.Z), f_ft, state.G, grid, family=family)
+        return self._descriptors[key]
+
+    def operator(self, target: str, source: str, task: str) -> Tensor:
+        """Operator on `target` of `source`'s descriptor of `task` (cached)."""
+        key = (target, source, task)
+        if key not in self._operators:
+            bank = self.bank(target)
+            bank.add_grid(self.grid(task))
+            self._operators[key] = bank.operator(self.descriptor(source, task))
+        return self._operators[key]
+
+    def random_operator(self, target: str, source: str, task: str, seed: int) -> Tensor:
+        """Random-UTD baseline: operator of a Gaussian descriptor with the source descriptor's norm."""
+        bank = self.bank(target)
+        bank.add_grid(self.grid(task))
+        return bank.operator(self.descriptor(source, task).random_like(seed))
+
+    def finetuned_accuracy(self, family: str, task: str) -> float | None:
+        """Test accuracy of the family's own fine-tune on `task` (the normaliser); None when unavailable."""
+        key = (family, task)
+        if key not in self._ft_accuracy:
+            ft = self.finetuned.get(key)
+            if not isinstance(ft, DualEncoder):
+                return None
+            data = self._task(task).test
+            f = encode_items(ft, data.items, self.batch_size, self.progress)
+            self._ft_accuracy[key] = accuracy_of(predict(f, self.head(family, task)), data.labels)
+        return self._ft_accuracy[key]
+
+    # ------------------------------------------------------------------ weight space
+    def architecture(self, family: str) -> str:
+        if family not in self._arch:
+            self._arch[family] = architecture_signature(self._model(family))
+        return self._arch[family]
+
+    def task_vector(self, family: str, task: str) -> TaskVector | None:
+        """Media-tower task vector of the family's fine-tune (None when only a descriptor is known)."""
+        key = (family, task)
+        if key not in self._task_vectors:
+            ft = self.finetuned.get(key)
+            if not isinstance(ft, DualEncoder):
+                return None
+            self._task_vectors[key] = TaskVector.from_models(self._model(family).media_encoder, ft.media_encoder)
+        return self._task_vectors[key]
+
+    @torch.no_grad()
+    def weight_space_accuracies(self, target: str, vectors: Sequence[tuple[TaskVector, float]], names: Sequence[str]) -> dict[str, float]:
+        """Accuracies of theta_target + sum_i c_i tau_i (same architecture); the target is restored after."""
+        model = self._model(target)
+        handles = []
+        try:
+            for vector, coef in vectors:
+                handles.append(vector.apply_to(model.media_encoder, coef))
+            out = {}
+            for name in names:
+                data = self._task(name).test
+                f = encode_items(model, data.items, self.batch_size, self.progress)
+                out[name] = accuracy_of(predict(f, self.head(target, name)), data.labels)
+            return out
+        finally:
+            for handle in reversed(handles):
+                handle.undo()
