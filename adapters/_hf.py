@@ -51,13 +51,12 @@ def read_marker(folder: str | os.PathLike) -> dict[str, Any]:
         raise CheckpointError(f"corrupt {path}: {exc}") from exc
 
 
-def write_marker(folder: str | os.PathLike, family: str, checkpoint: str | None) -> None:
-    """Record which family wrote `folder` (and from which checkpoint it descends)."""
+def write_marker(folder: str | os.PathLike, family: str, checkpoint: str | None, **fields: Any) -> None:
+    """Record which family wrote `folder`, from which checkpoint it descends, and any builder `fields`."""
     from platonic_sdk import __version__
 
-    (Path(folder) / MARKER).write_text(
-        json.dumps({"family": family, "checkpoint": checkpoint, "sdk_version": __version__}, indent=2)
-    )
+    marker = {"family": family, "checkpoint": checkpoint, "sdk_version": __version__, **fields}
+    (Path(folder) / MARKER).write_text(json.dumps(marker, indent=2))
 
 
 def check_family(marker: dict[str, Any], family: str, where: str) -> None:

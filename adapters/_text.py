@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Iterable
+from typing import Any, Iterable
 
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
@@ -80,9 +80,12 @@ def default_tokenizer(max_length: int = 16) -> PreTrainedTokenizerFast:
     return train_tokenizer(_DEFAULT_CORPUS, vocab_size=100, max_length=max_length)
 
 
-def check_vocab(tokenizer: PreTrainedTokenizerBase, vocab_size: int, where: str) -> None:
-    """Fail loudly unless the tokenizer's ids fill most of, and fit into, a text tower of `vocab_size` rows."""
-    n = len(tokenizer)
+def check_vocab(tokenizer: Any, vocab_size: int, where: str) -> None:
+    """Fail loudly unless the tokenizer's ids fill most of, and fit into, a text tower of `vocab_size` rows.
+
+    Takes transformers tokenizers and open_clip's (which expose `vocab_size` but no length).
+    """
+    n = len(tokenizer) if hasattr(tokenizer, "__len__") else int(tokenizer.vocab_size)
     if n > vocab_size or 2 * n < vocab_size:
         raise CheckpointError(
             f"tokenizer from {where} has {n} tokens but the text tower has {vocab_size} embeddings "
