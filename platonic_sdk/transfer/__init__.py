@@ -2,5 +2,6 @@
 
 from .closed_form import GridState, OperatorBank
 from .edit import Edit, OperatorEdit
+from .lora import LoraEdit, LoraRouteConfig, fit_lora
 
-__all__ = ["Edit", "GridState", "OperatorBank", "OperatorEdit"]
+__all__ = ["Edit", "GridState", "LoraEdit", "LoraRouteConfig", "OperatorBank", "OperatorEdit", "fit_lora"]

@@ -1,0 +1,238 @@
+"""LoRA route (METHOD sec. 5): fit LoRA on the target's media tower so its UTDs match a composition.
+
+With f_E the edited target, f_pre the unedited one and landmarks g from the frozen text tower,
+
+    L(E) = mean over probes x of (1 / M_x) sum_j (<f_E(x), g_j> - <f_pre(x), g_j> - c U[x, j])^2
+
+where each probe belongs to one term's grid (M_x prompts; c U is that grid's summed target). LoRA B
+starts at zero, so step 0 is the unedited model. The result is a `LoraEdit`: the LoRA factors, folded
+into the weights as W <- W + strength * (alpha / r) B A on apply and restored bit for bit on remove.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Sequence
+
+import attrs
+import torch
+from peft.tuners.lora import LoraLayer
+from torch import Tensor, nn
+
+from ..descriptor import UTD, Composition
+from ..errors import GridMismatchError, PlatonicError, ShapeError, check_finite, check_strength
+from ..features import encode_items, landmarks
+from ..finetune.lora_layers import ADAPTER, inject_lora
+from ..finetune.loop import autocast, seeded, total_steps, train
+from ..finetune.orthoreg import OrthoReg, lora_updates
+from ..protocol import DualEncoder
+from ..tasks import Grid
+from .edit import Edit
+
+
+def _positive(_inst: Any, attribute: attrs.Attribute, value: float) -> None:
+    if not value > 0:
+        raise PlatonicError(f"{attribute.name} must be positive, got {value!r}")
+
+
+@attrs.frozen
+class LoraRouteConfig:
+    """LoRA-route recipe; defaults are the paper's (METHOD sec. 5)."""
+
+    rank: int = attrs.field(default=16, validator=_positive)
+    lora_alpha: float = attrs.field(default=32.0, validator=_positive)
+    lr: float = attrs.field(default=3e-4, validator=_positive)
+    weight_decay: float = attrs.field(default=1e-4, validator=attrs.validators.ge(0))
+    batch_size: int = attrs.field(default=64, validator=_positive)
+    epochs: int = attrs.field(default=20, validator=_positive)
+    max_steps: int | None = attrs.field(default=540, validator=attrs.validators.optional(_positive))
+    seed: int = 0
+    orthoreg: OrthoReg = attrs.field(factory=OrthoReg)
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready record of the recipe."""
+        out = attrs.asdict(self, recurse=False)
+        reg = self.orthoreg
+        out["orthoreg"] = {"coef": reg.coef, "squared": reg.squared, "include": reg.include.pattern if reg.include else None}
+        return out
+
+
+class LoraEdit(Edit):
+    """LoRA factors (A: r x in, B: out x r) per module of the media tower, applied as a merged weight delta."""
+
+    kind = "lora_edit"
+
+    def __init__(
+        self,
+        factors: dict[str, tuple[Tensor, Tensor]],
+        rank: int,
+        lora_alpha: float,
+        strength: float = 1.0,
+        meta: dict[str, Any] | None = None,
+        losses: Sequence[float] = (),
+    ):
+        super().__init__()
+        if not factors:
+            raise PlatonicError("a LoRA edit needs at least one adapted module")
+        for name, (A, B) in factors.items():
+            if A.ndim != 2 or B.ndim != 2 or A.shape[0] != B.shape[1]:
+                raise ShapeError(f"LoRA factors of {name!r} do not chain: A {tuple(A.shape)}, B {tuple(B.shape)}")
+            check_finite(A, f"LoRA A of {name!r}")
+            check_finite(B, f"LoRA B of {name!r}")
+        self.factors = {n: (A.detach().cpu(), B.detach().cpu()) for n, (A, B) in factors.items()}
+        self.rank = int(rank)
+        self.lora_alpha = float(lora_alpha)
+        self.strength = check_strength(strength, "strength")
+        self.meta = dict(meta or {})
+        self.losses = tuple(float(v) for v in losses)
+
+    def scaled(self, strength: float) -> "LoraEdit":
+        """The same factors at another strength (the delta scales linearly)."""
+        return LoraEdit(self.factors, self.rank, self.lora_alpha, strength, self.meta, self.losses)
+
+    def deltas(self) -> dict[str, Tensor]:
+        """Weight change per module: strength * (alpha / r) B A, in float64."""
+        scale = self.strength * self.lora_alpha / self.rank
+        return {n: scale * (B.double() @ A.double()) for n, (A, B) in self.factors.items()}
+
+    def _weights(self, encoder: DualEncoder) -> dict[str, Tensor]:
+        """The `weight` of each adapted module in the encoder's media tower, checked against the factors."""
+        tower = encoder.media_encoder
+        out = {}
+        for name, (A, B) in self.factors.items():
+            try:
+                weight = tower.get_submodule(name).weight
+            except AttributeError:
+                raise PlatonicError(f"{encoder.family}: the media tower has no module {name!r} with a weight") from None
+            if tuple(weight.shape) != (B.shape[0], A.shape[1]):
+                raise ShapeError(f"{name!r}: weight {tuple(weight.shape)} does not match the LoRA product {(B.shape[0], A.shape[1])}")
+            out[name] = weight
+        return out
+
+    def _write(self, encoder: DualEncoder) -> None:
+        weights = self._weights(encoder)
+        self._snapshot = {n: w.detach().clone() for n, w in weights.items()}
+        with torch.no_grad():
+            for n, delta in self.deltas().items():
+                w = weights[n]
+                w.copy_((w.double() + delta.to(w.device)).to(w.dtype))
+
+    def _restore(self, encoder: DualEncoder) -> None:
+        tower = encoder.media_encoder
+        with torch.no_grad():
+            for n, original in self._snapshot.items():
+                tower.get_submodule(n).weight.copy_(original)
+
+    def tensors(self) -> dict[str, Tensor]:
+        out = {}
+        for n, (A, B) in self.factors.items():
+            out[f"{n}.lora_A"] = A
+            out[f"{n}.lora_B"] = B
+        return out
+
+    def metadata(self) -> dict[str, Any]:
+        return {"rank": self.rank, "lora_alpha": self.lora_alpha, "strength": self.strength, "info": self.meta, "losses": list(self.losses)}
+
+    @classmethod
+    def from_file(cls, tensors: dict[str, Tensor], meta: dict[str, Any]) -> "LoraEdit":
+        names = sorted({k.rsplit(".", 1)[0] for k in tensors})
+        missing = [n for n in names if f"{n}.lora_A" not in tensors or f"{n}.lora_B" not in tensors]
+        if missing or "rank" not in meta or "lora_alpha" not in meta:
+            raise PlatonicError(f"LoRA edit file is incomplete (factors missing for {missing[:3]}, or no rank/alpha)")
+        factors = {n: (tensors[f"{n}.lora_A"], tensors[f"{n}.lora_B"]) for n in names}
+        return cls(factors, meta["rank"], meta["lora_alpha"], meta.get("strength", 1.0), meta.get("info"), meta.get("losses", ()))
+
+    def __repr__(self) -> str:
+        return f"LoraEdit({len(self.factors)} modules, rank={self.rank}, strength={self.strength}, applied={self.applied})"
+
+
+@attrs.frozen(eq=False)
+class _GridTarget:
+    """One grid of the objective: items, landmarks G, base affinities <f_pre, g> and the target c U."""
+
+    grid: Grid
+    G: Tensor
+    base: Tensor
+    target: Tensor
+
+
+def _grid_targets(target: DualEncoder, composition: Composition, grids: Sequence[Grid], batch_size: int) -> list[_GridTarget]:
+    by_id = {g.identity: g for g in grids}
+    out = []
+    for grid_id, (task, U) in composition.by_grid().items():
+        if grid_id not in by_id:
+            raise GridMismatchError(f"no grid given for the {task!r} term (grid {grid_id}); pass the task's Grid")
+        grid = by_id[grid_id]
+        if grid.shape != tuple(U.shape):
+            raise ShapeError(f"grid {grid_id} is {grid.shape}, but its descriptor is {tuple(U.shape)}")
+        G = landmarks(target, grid.prompts)
+        base = encode_items(target, grid.items, batch_size) @ G.T
+        out.append(_GridTarget(grid, G.clone(), base.clone(), U.float()))
+    return out
+
+
+def fit_lora(
+    target: DualEncoder,
+    descriptor: UTD | Composition,
+    grids: Sequence[Grid],
+    config: LoraRouteConfig | None = None,
+    progress: bool = True,
+) -> LoraEdit:
+    """Fit LoRA on a copy of `target`'s media tower to realise `descriptor` (all terms jointly); `target` is untouched."""
+    config = config or LoraRouteConfig()
+    composition = Composition.of(descriptor)
+    parts = _grid_targets(target, composition, grids, batch_size=config.batch_size)
+    pool = [(k, i) for k, part in enumerate(parts) for i in range(part.grid.shape[0])]
+    model = copy.deepcopy(target)
+    model.eval()
+    model.model.requires_grad_(False)
+    device = model.device
+    tower = model.media_encoder
+    on_device = [attrs.evolve(p, G=p.G.to(device), base=p.base.to(device), target=p.target.to(device)) for p in parts]
+    steps = total_steps(len(pool), config.batch_size, config.epochs, config.max_steps)
+
+    def loss_fn(ids: Tensor) -> Tensor:
+        chosen = [pool[i] for i in ids.tolist()]
+        batch = model.preprocess([parts[k].grid.items[i] for k, i in chosen])
+        with autocast(device):
+            f = model.encode_media(batch).float()
+        per_probe = []
+        for k, part in enumerate(on_device):
+            rows = [j for j, (kk, _) in enumerate(chosen) if kk == k]
+            if rows:
+                probes = torch.tensor([chosen[j][1] for j in rows], device=device)
+                change = f[rows] @ part.G.T - part.base[probes]
+                per_probe.append((change - part.target[probes]).square().mean(dim=1))
+        loss = torch.cat(per_probe).mean()
+        return loss + config.orthoreg(lora_updates(tower)) if config.orthoreg.active else loss
+
+    with seeded(config.seed, device):
+        lora = inject_lora(tower, model.lora_targets, config.rank, config.lora_alpha)
+        _factors(tower)  # fails fast on adapted layers that are not plain linear maps
+        params = [p for p in tower.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
+        desc = f"LoRA route on {target.family}"
+        losses = train(loss_fn, optimizer, len(pool), config.batch_size, steps, config.seed, scheduler, desc, progress)
+    factors = _factors(tower)
+    lora.unload()
+    meta = {
+        "target_family": target.family,
+        "target_checkpoint": target.checkpoint,
+        "terms": [{"task": t.utd.task, "grid_id": t.utd.grid_id, "coef": t.coef, "provenance": t.utd.provenance} for t in composition],
+        "steps": steps,
+        **config.describe(),
+    }
+    return LoraEdit(factors, config.rank, config.lora_alpha, 1.0, meta, losses)
+
+
+def _factors(tower: nn.Module) -> dict[str, tuple[Tensor, Tensor]]:
+    """(A, B) of every peft LoRA layer in `tower`, by module name (only plain linear layers are supported)."""
+    out = {}
+    for name, layer in tower.named_modules():
+        if isinstance(layer, LoraLayer):
+            base = layer.get_base_layer()
+            if not isinstance(base, nn.Linear):
+                raise PlatonicError(f"LoRA route: {name!r} is a {type(base).__name__}; only nn.Linear targets are supported")
+            out[name] = (layer.lora_A[ADAPTER].weight.detach().float().clone(), layer.lora_B[ADAPTER].weight.detach().float().clone())
+    return out

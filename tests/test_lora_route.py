@@ -1,0 +1,154 @@
+"""The LoRA route on tiny real models: starts from the unedited model, fits compositions, and is a reversible Edit."""
+
+import copy
+import time
+
+import attrs
+import numpy as np
+import pytest
+import torch
+
+import platonic_sdk as ps
+from platonic_sdk.descriptor import UTD
+from platonic_sdk.errors import GridMismatchError, PlatonicError, ShapeError
+from platonic_sdk.features import encode_items, landmarks
+from platonic_sdk.finetune import OrthoReg
+from platonic_sdk.transfer.edit import Edit
+from platonic_sdk.transfer.lora import LoraEdit, LoraRouteConfig, fit_lora
+
+CLASSES = ("red circle", "green square", "blue triangle")
+FAST = LoraRouteConfig(lr=3e-3, epochs=40, max_steps=40, batch_size=64)
+
+
+def _items(modality: str, n: int, seed: int) -> list:
+    rng = np.random.default_rng(seed)
+    if modality == "image":
+        return [rng.integers(0, 256, size=(32, 32, 3), dtype=np.uint8) for _ in range(n)]
+    from platonic_sdk.data.audio import Waveform
+
+    return [Waveform(rng.standard_normal(8000).astype(np.float32) * 0.1, 16000) for _ in range(n)]
+
+
+def _grid(modality: str, name: str, seed: int) -> ps.Grid:
+    labels = np.arange(18) % len(CLASSES)
+    split = ps.Split(_items(modality, 18, seed), labels)
+    return ps.Task(name, CLASSES, split, split).grid(per_class=4, seed=seed)
+
+
+def _utd(grid: ps.Grid, seed: int, scale: float = 0.1) -> UTD:
+    return UTD(scale * torch.randn(grid.shape, generator=torch.Generator().manual_seed(seed)), grid.identity, grid.task)
+
+
+def _achieved(target, edit: LoraEdit, grid: ps.Grid) -> torch.Tensor:
+    """UTD of the applied edit on the grid, by re-encoding (independent of the training loss)."""
+    g = landmarks(target, grid.prompts)
+    before = encode_items(target, grid.items)
+    with edit.applied_to(target):
+        after = encode_items(target, grid.items)
+    return (after - before) @ g.T
+
+
+@pytest.fixture(scope="module")
+def target():
+    torch.manual_seed(0)
+    return ps.from_config("clip", {"vision_config": {"hidden_size": 32, "intermediate_size": 64}, "projection_dim": 48})
+
+
+@pytest.fixture(scope="module")
+def fitted(target):
+    grid = _grid("image", "a", 0)
+    utd = _utd(grid, 1)
+    return grid, utd, fit_lora(target, utd, [grid], FAST, progress=False)
+
+
+def test_first_step_is_the_unedited_model_and_loss_decreases(fitted):
+    grid, utd, edit = fitted
+    # one batch holds every probe, so the first loss is mean_i (1/M) sum_j (0 - U_ij)^2 exactly when f_E = f_pre
+    assert grid.shape[0] <= FAST.batch_size
+    assert edit.losses[0] == pytest.approx(float(utd.matrix.square().mean()), rel=1e-4)
+    assert edit.losses[-1] < 0.5 * edit.losses[0]
+    assert len(edit.losses) == FAST.max_steps
+
+
+def test_applied_edit_moves_the_utd_towards_the_target(target, fitted):
+    grid, utd, edit = fitted
+    achieved = _achieved(target, edit, grid)
+    assert float((achieved - utd.matrix).square().mean()) < 0.5 * float(utd.matrix.square().mean())
+    assert ps.descriptor.Composition.of(utd).objective({grid.identity: achieved}) < utd.as_composition().objective({grid.identity: torch.zeros(grid.shape)})
+
+
+def test_remove_restores_bit_for_bit_and_strength_scales(target, fitted):
+    grid, _, edit = fitted
+    state = {k: v.clone() for k, v in target.model.state_dict().items()}
+    edit.apply(target)
+    assert edit.applied and not all(torch.equal(target.model.state_dict()[k], v) for k, v in state.items())
+    with pytest.raises(PlatonicError, match="already applied"):
+        edit.apply(target)
+    edit.remove()
+    assert all(torch.equal(target.model.state_dict()[k], v) for k, v in state.items())
+    half = edit.scaled(0.5)
+    assert all(torch.allclose(half.deltas()[k], 0.5 * d) for k, d in edit.deltas().items())
+    assert torch.allclose(_achieved(target, edit.scaled(0.0), grid), torch.zeros(grid.shape), atol=1e-6)
+
+
+def test_save_load_round_trip(target, fitted, tmp_path):
+    grid, _, edit = fitted
+    edit.save(tmp_path / "lora.safetensors")
+    back = Edit.load(tmp_path / "lora.safetensors")
+    assert isinstance(back, LoraEdit) and back.rank == 16 and back.lora_alpha == 32.0
+    assert back.meta["target_family"] == "clip" and back.losses == edit.losses
+    assert all(torch.equal(back.deltas()[k], d) for k, d in edit.deltas().items())
+    assert torch.equal(_achieved(target, back, grid), _achieved(target, edit, grid))
+
+
+def test_wrong_target_is_refused_and_left_unchanged(fitted):
+    _, _, edit = fitted
+    other = ps.from_config("clip")  # hidden 64 instead of 32
+    state = {k: v.clone() for k, v in other.model.state_dict().items()}
+    with pytest.raises(ShapeError):
+        edit.apply(other)
+    assert not edit.applied and all(torch.equal(other.model.state_dict()[k], v) for k, v in state.items())
+
+
+def test_two_term_composition_fits_each_grid(target):
+    grid_a, grid_b = _grid("image", "a", 0), _grid("image", "b", 5)
+    utd_a, utd_b = _utd(grid_a, 1), _utd(grid_b, 2)
+    edit = fit_lora(target, utd_a - 0.5 * utd_b, [grid_b, grid_a], FAST, progress=False)
+    for grid, goal in ((grid_a, utd_a.matrix), (grid_b, -0.5 * utd_b.matrix)):
+        assert float((_achieved(target, edit, grid) - goal).square().mean()) < float(goal.square().mean())
+    assert [t["coef"] for t in edit.meta["terms"]] == [1.0, -0.5]
+    with pytest.raises(GridMismatchError):
+        fit_lora(target, utd_a + utd_b, [grid_a], FAST, progress=False)
+
+
+def test_orthoreg_term_changes_the_fit(target, fitted):
+    grid, utd, edit = fitted
+    regularised = fit_lora(target, utd, [grid], attrs.evolve(FAST, orthoreg=OrthoReg(1.0)), progress=False)
+    assert regularised.losses[0] > edit.losses[0]  # the penalty is sqrt(k) > 0 per layer at B = 0
+    assert not all(torch.equal(regularised.deltas()[k], d) for k, d in edit.deltas().items())
+
+
+def _families() -> list:
+    """Every registered family; fused CLAP is a known adapter issue (see the xfail reason)."""
+    reason = (
+        "fused CLAP's feature extractor flags one random clip of every batch as 'longer' when none is, so "
+        "an item's embedding depends on its batch and the unedited forward is not reproducible"
+    )
+    return [pytest.param(f, marks=pytest.mark.xfail(reason=reason, strict=False)) if f == "clap-htsat-fused" else f for f in ps.list_families()]
+
+
+@pytest.mark.parametrize("family", _families())
+def test_ci_sized_fit_on_every_family(family):
+    """Any family: the fit starts at the unedited model, runs in seconds, and its edit applies and undoes exactly."""
+    torch.manual_seed(0)
+    encoder = ps.from_config(family)
+    grid = _grid(ps.family(family).modality, "a", 0)
+    utd = _utd(grid, 1)
+    start = time.perf_counter()
+    edit = fit_lora(encoder, utd, [grid], LoraRouteConfig(lr=3e-3, max_steps=3), progress=False)
+    assert time.perf_counter() - start < 30
+    assert edit.losses[0] == pytest.approx(float(utd.matrix.square().mean()), rel=1e-4)
+    state = {k: v.clone() for k, v in encoder.model.state_dict().items()}
+    achieved = _achieved(encoder, edit, grid)
+    assert torch.isfinite(achieved).all() and float(achieved.abs().max()) > 0
+    assert all(torch.equal(encoder.model.state_dict()[k], v) for k, v in state.items())
