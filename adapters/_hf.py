@@ -7,15 +7,17 @@ in folders this SDK writes, so that a folder saved by one family is refused by a
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Iterator, Sequence
 
 import torch
 from torch import Tensor, nn
 from transformers import AutoConfig, AutoImageProcessor, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
 
 from platonic_sdk.errors import CheckpointError
 from platonic_sdk.protocol import DualEncoder
@@ -75,6 +77,18 @@ def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+@contextlib.contextmanager
+def quiet_progress() -> Iterator[None]:
+    """Silence transformers' per-file progress bars (weights loading / shard writing) for the block."""
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
 
 
 def seeded(seed: int, build: Callable[[], nn.Module]) -> nn.Module:
@@ -147,7 +161,8 @@ class HFImageTextEncoder(DualEncoder):
 
     def save(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)
-        self._model.save_pretrained(path)
+        with quiet_progress():
+            self._model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
         self.images.save(path)
         write_marker(path, self.family, self.checkpoint)
@@ -185,9 +200,10 @@ class HFImageTextEncoder(DualEncoder):
                 f"{source} holds a {config.model_type!r} model; family {family!r} loads {', '.join(cls.model_types)}"
             )
         try:
-            model, info = cls.model_class(config).from_pretrained(
-                source, config=config, dtype=dtype, output_loading_info=True
-            )
+            with quiet_progress():
+                model, info = cls.model_class(config).from_pretrained(
+                    source, config=config, dtype=dtype, output_loading_info=True
+                )
         except Exception as exc:  # missing or corrupt weight files
             raise CheckpointError(f"cannot load {family} weights from {source}: {exc}") from exc
         broken = {k: v for k, v in info.items() if k in ("missing_keys", "mismatched_keys") and v}

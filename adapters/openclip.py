@@ -259,6 +259,8 @@ class OpenClipEncoder(DualEncoder):
                 raise CheckpointError(f"{name!r} is not an open_clip model name")
             if not cls.accepts(model_cfg):
                 raise CheckpointError(f"{name} is not {cls.description}")
+            if pretrained is not None:  # None only for hub ids, whose weights come with the id
+                _fetch_pretrained(name, pretrained)
             model = open_clip.create_model(name, pretrained=pretrained)
             tokenizer = open_clip.get_tokenizer(name)
         except CheckpointError:
@@ -287,6 +289,10 @@ class OpenClipEncoder(DualEncoder):
                 )
             if pretrained is not None and tag:
                 raise CheckpointError(f"{text} names a pretrained tag and pretrained={pretrained!r} another")
+            if pretrained is None and not tag:
+                raise CheckpointError(
+                    f"{name} names no weights: add ':TAG' or pretrained=TAG_OR_FILE (random weights: from_config)"
+                )
             encoder = cls.from_open_clip(name, pretrained or tag or None, family, text)
         return encoder.to(device) if device is not None else encoder
 
@@ -313,6 +319,22 @@ class OpenClipEncoder(DualEncoder):
         images = _transform({}, cfg)
         encoder = cls(model, cfg, tokenizer, images, family=family, extras=extras)
         return encoder.to(device) if device is not None else encoder
+
+
+def _fetch_pretrained(name: str, pretrained: str) -> None:
+    """Check a weights path, or download (or find cached) a tag's weights before the model is built.
+
+    Fails fast offline instead of after building a large model.
+    """
+    if pretrained.endswith((".safetensors", ".bin", ".pt", ".pth")) or os.sep in pretrained:
+        if not Path(pretrained).expanduser().is_file():
+            raise CheckpointError(f"no weights file at {pretrained}")
+        return
+    pretrained_cfg = open_clip.get_pretrained_cfg(name, pretrained)
+    if not pretrained_cfg:
+        tags = ", ".join(open_clip.list_pretrained_tags_by_model(name)) or "none"
+        raise CheckpointError(f"open_clip has no pretrained tag {pretrained!r} for {name} (known: {tags})")
+    open_clip.download_pretrained(pretrained_cfg)
 
 
 def _transform(preprocess_cfg: dict[str, Any], model_cfg: dict[str, Any]) -> ImageTransform:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from transformers import PreTrainedModel
 
 import platonic_sdk as ps
 from platonic_sdk.adapters._text import check_vocab, train_tokenizer
@@ -205,3 +206,76 @@ def test_a_tokenizer_far_smaller_than_the_text_tower_is_refused(caption_tokenize
         ps.load("clip", str(tmp_path))
     marker = json.loads((tmp_path / "platonic.json").read_text())
     assert marker["family"] == "clip"
+
+
+def test_embeddings_equal_the_librarys_own_forward(case):
+    """The adapter's f and g are what the wrapped model's own forward returns (normalised)."""
+    _, enc = case
+    batch = enc.preprocess(_images(2, 7))
+    with torch.no_grad():
+        if isinstance(enc.model, PreTrainedModel):
+            inputs = dict(enc.tokenize(TEXTS))
+            inputs.update(batch if isinstance(batch, dict) else {"pixel_values": batch})
+            out = enc.model(**inputs)
+            image_ref, text_ref = out.image_embeds, out.text_embeds
+        else:  # open_clip: (image_features, text_features, logit_scale, ...)
+            image_ref, text_ref = enc.model(batch, enc.tokenize(TEXTS))[:2]
+        torch.testing.assert_close(enc.encode_media(batch), image_ref)
+        torch.testing.assert_close(enc.encode_text(TEXTS), text_ref)
+
+
+def test_text_embedding_is_read_at_the_end_of_the_caption(case, caption_tokenizer):
+    """Pooling sits at <eos> / the last position, not at the highest token id (open_clip's default)."""
+    _, enc = case
+    vocab = caption_tokenizer.get_vocab()
+    top = max(vocab, key=vocab.get)
+    assert not top.startswith("<")
+    with torch.no_grad():
+        a, b = enc.embed_text([f"{top} red", f"{top} blue"])
+    assert (a - b).norm() > 1e-4 * a.norm()
+
+
+def test_openclip_folders_are_open_clips_own_format(caption_tokenizer, tmp_path):
+    """open_clip itself reads a saved openclip folder (`local-dir:`) and computes the same embeddings."""
+    import open_clip
+
+    enc = ps.from_config("openclip", tokenizer=caption_tokenizer)
+    enc.save(str(tmp_path))
+    reference = open_clip.create_model(f"local-dir:{tmp_path}").eval()
+    batch = enc.preprocess(_images(2, 8))
+    ids = enc.tokenize(TEXTS)
+    with torch.no_grad():
+        torch.testing.assert_close(enc.embed_media(batch), reference.encode_image(batch))
+        torch.testing.assert_close(enc.embed_text(TEXTS), reference.encode_text(ids))
+
+
+def test_openclip_model_name_with_weights_file(tmp_path):
+    """load("NAME", pretrained=file) goes through open_clip.create_model and its bundled BPE tokenizer."""
+    import open_clip
+    from safetensors.torch import save_file
+
+    name = "platonic-test-vit-tiny"
+    cfg = {
+        "embed_dim": 32,
+        "vision_cfg": {"image_size": 32, "patch_size": 8, "width": 32, "layers": 2, "head_width": 16},
+        "text_cfg": {"context_length": 16, "width": 32, "heads": 2, "layers": 1},
+    }
+    (tmp_path / f"{name}.json").write_text(json.dumps(cfg))
+    open_clip.add_model_config(tmp_path / f"{name}.json")
+    torch.manual_seed(0)
+    reference = open_clip.create_model(name).eval()
+    save_file(reference.state_dict(), str(tmp_path / "weights.safetensors"))
+    enc = ps.load("openclip", name, pretrained=str(tmp_path / "weights.safetensors"))
+    batch = enc.preprocess(_images(2, 9))
+    with torch.no_grad():
+        torch.testing.assert_close(enc.embed_media(batch), reference.encode_image(batch))
+        ids = open_clip.get_tokenizer(name)(TEXTS, context_length=16)
+        torch.testing.assert_close(enc.embed_text(TEXTS), reference.encode_text(ids))
+    with pytest.raises(CheckpointError, match="names no weights"):
+        ps.load("openclip", name)
+    with pytest.raises(CheckpointError, match="no pretrained tag"):
+        ps.load("openclip", f"{name}:no-such-tag")
+    with pytest.raises(CheckpointError, match="no weights file"):
+        ps.load("openclip", name, pretrained=str(tmp_path / "missing.safetensors"))
+    with pytest.raises(CheckpointError, match="not an open_clip EVA"):
+        ps.load("evaclip", name, pretrained=str(tmp_path / "weights.safetensors"))
