@@ -176,7 +176,7 @@ def render(
     """The whole report.md of a run."""
     figures = figures or {}
     fig = lambda name: f"\n\n![{name}]({figures[name]})" if name in figures else ""  # noqa: E731
-    parts = ["# platonic grid report", "## Configuration", table(["setting", "value"], [[k, v] for k, v in config.items()])]
+    parts = ["# platonic grid report", "## Configuration", table(["setting", "value"], [[k, str(v)] for k, v in config.items()])]
     if timings:
         parts.append(table(["stage", "wall time (s)"], [[k, round(v, 2)] for k, v in timings.items()]))
     settings = cells[0]["settings"] if cells else {"alpha": config.get("alpha", 0.5), "strength": config.get("strength", 1.0)}

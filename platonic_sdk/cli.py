@@ -1,0 +1,205 @@
+"""The `platonic` command: families, utd, bank, edit, evaluate, grid and demo.
+
+Options come from the command line or a TOML file (`--config run.toml`: top-level keys apply to every
+subcommand, a [utd] / [grid] / ... table to one; command-line options win). Errors print one line
+and exit with status 2; `--debug` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Sequence
+
+from . import commands
+from .errors import PlatonicError
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _common() -> Parser:
+    p = Parser(add_help=False)
+    g = p.add_argument_group("general")
+    g.add_argument("--config", metavar="TOML", help="read options from a TOML file (command line wins)")
+    g.add_argument("--device", help="torch device for the models, e.g. cpu or cuda (default: where they load)")
+    g.add_argument("--batch-size", type=int, default=64, help="encoding batch size (default 64)")
+    g.add_argument("--seed", type=int, default=0, help="seed for splits, fine-tuning and baselines (default 0)")
+    g.add_argument("--quiet", action="store_true", help="no progress bars")
+    g.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    return p
+
+
+def _data() -> Parser:
+    p = Parser(add_help=False)
+    g = p.add_argument_group("tasks and grids")
+    g.add_argument("--data-root", metavar="DIR", help="base folder of images:/audio:/csv: task paths")
+    g.add_argument("--template", action="append", metavar="T", help="prompt template with {} (repeatable; folder tasks)")
+    g.add_argument("--test-fraction", type=float, default=0.2, help="test share of folder tasks without a split (0.2)")
+    g.add_argument("--world-seed", type=int, default=0, help="seed of the synthetic worlds (0)")
+    g.add_argument("--train-per-class", type=int, default=64, help="synthetic-world train items per class (64)")
+    g.add_argument("--test-per-class", type=int, default=40, help="synthetic-world test items per class (40)")
+    g.add_argument("--per-class", type=int, default=30, help="probes per class in a task grid (30)")
+    g.add_argument("--grid-seed", type=int, default=0, help="seed of the probe draw (0)")
+    g.add_argument("--stratified", action="store_true", help="draw probes per class instead of uniformly")
+    return p
+
+
+def _task() -> Parser:
+    p = Parser(add_help=False)
+    p.add_argument(
+        "--task", action="append", metavar="SPEC",
+        help="NAME (synthetic world) or [NAME=]images:DIR, [NAME=]audio:DIR, [NAME=]csv:FILE (repeatable)",
+    )
+    return p
+
+
+def _model(required_help: str = "") -> Parser:
+    p = Parser(add_help=False)
+    g = p.add_argument_group("model")
+    g.add_argument("--family", help="registered family name (see `platonic families`)" + required_help)
+    g.add_argument("--checkpoint", help="checkpoint folder, file or hub id (default: the family's reference)")
+    return p
+
+
+def _ridge() -> Parser:
+    p = Parser(add_help=False)
+    g = p.add_argument_group("closed form")
+    g.add_argument("--ridge-a", type=float, default=1e-2, help="probe-side ridge, relative to mean sigma(F)^2 (1e-2)")
+    g.add_argument("--ridge-b", type=float, default=1e-6, help="landmark-side ridge, relative to mean sigma(G)^2 (1e-6)")
+    return p
+
+
+def build_parser() -> Parser:
+    from . import __version__
+
+    parser = Parser(prog="platonic", description="Move task edits between dual encoders (UTDs, closed-form operators).")
+    parser.add_argument("--version", action="version", version=f"platonic_sdk {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
+    common, data, task, model, ridge = _common(), _data(), _task(), _model(), _ridge()
+
+    p = sub.add_parser("families", parents=[common], help="list the registered model families")
+    p.add_argument("--modality", choices=("image", "audio"), help="only families of one modality")
+    p.set_defaults(func=commands.cmd_families)
+
+    p = sub.add_parser("utd", parents=[common, model, task, data], help="compute a task descriptor and save it")
+    p.add_argument("--ft-checkpoint", help="the fine-tuned checkpoint (same family; --checkpoint is the pretrained one)")
+    p.add_argument("--finetune", action="store_true", help="fine-tune --checkpoint on the task here instead")
+    p.add_argument("--mode", choices=("lora", "full"), default="lora", help="fine-tuning mode (lora)")
+    p.add_argument("--epochs", type=int, default=3, help="fine-tuning epochs (3)")
+    p.add_argument("--lr", type=float, default=1e-4, help="fine-tuning learning rate (1e-4)")
+    p.add_argument("--max-steps", type=int, help="cap on fine-tuning steps")
+    p.add_argument("--save-finetune", metavar="FILE", help="also save the fine-tune's task vector")
+    p.add_argument("-o", "--output", metavar="FILE", help="where to write the UTD (.safetensors)")
+    p.set_defaults(func=commands.cmd_utd)
+
+    p = sub.add_parser("bank", parents=[common, model, task, data, ridge], help="build a target's operators for descriptors")
+    p.add_argument("--descriptor", nargs="+", metavar="FILE", help="UTD files; each operator is named by its file stem")
+    p.add_argument("-o", "--output", metavar="FILE", help="where to write the operator bank (.safetensors)")
+    p.set_defaults(func=commands.cmd_bank)
+
+    p = sub.add_parser("edit", parents=[common, model, task, data, ridge], help="compose descriptors into an edit of a target")
+    p.add_argument("--bank", metavar="FILE", help="compose operators of this bank (terms name its entries)")
+    p.add_argument("--add", action="append", metavar="NAME", help="add a task: UTD file, or bank entry with --bank")
+    p.add_argument("--negate", action="append", metavar="NAME", help="remove a task (coefficient -1)")
+    p.add_argument("--term", action="append", metavar="NAME=COEF", help="a term with any coefficient")
+    p.add_argument("--alpha", type=float, default=0.5, help="strength folded into the model (0.5)")
+    p.add_argument("-o", "--output", metavar="FILE", help="where to write the edit (.safetensors)")
+    p.add_argument("--save-model", metavar="DIR", help="also save the edited checkpoint with the family's save")
+    p.set_defaults(func=commands.cmd_edit)
+
+    p = sub.add_parser("evaluate", parents=[common, model, task, data], help="zero-shot accuracy, optionally with an edit")
+    p.add_argument("--edit", metavar="FILE", help="an edit file to apply (accuracy before and after)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=commands.cmd_evaluate)
+
+    p = sub.add_parser("grid", parents=[common, data, ridge], help="run a cell grid and its studies; write report.md")
+    p.add_argument("--out", metavar="DIR", help="run folder (rerunning resumes finished cells)")
+    p.add_argument("--world", choices=("image", "audio"), default="image", help="synthetic zoo to use without models in --config")
+    p.add_argument("--families", nargs="+", help="zoo families to include (default: all)")
+    p.add_argument("--task", dest="tasks", action="append", metavar="SPEC", help="tasks (default: the zoo's transfer tasks)")
+    p.add_argument("--controls", nargs="+", metavar="SPEC", help="control sets (default: the world's)")
+    p.add_argument("--kinds", nargs="+", choices=("addition", "negation"), default=["addition", "negation"])
+    p.add_argument("--groups", nargs="+", choices=("cross-family", "same-architecture", "same-model"), default=["cross-family"])
+    p.add_argument("--pairing", choices=("auto", "distinct", "any"), default="auto", help="source families of the two tasks")
+    p.add_argument("--alpha", type=float, default=0.5, help="addition strength (0.5)")
+    p.add_argument("--strength", type=float, default=1.0, help="negation strength (1.0)")
+    p.add_argument("--weight-space-coef", type=float, default=0.5, help="task-arithmetic coefficient (0.5)")
+    p.add_argument("--sweep-alphas", nargs="+", type=float, default=[0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0])
+    p.add_argument("--held-out", nargs="+", metavar="TASK", help="related tasks then the held-out task")
+    p.add_argument("--no-similarity", action="store_true", help="skip the descriptor similarity study")
+    p.add_argument("--max-cells", type=int, help="at most this many cells per kind")
+    p.set_defaults(func=commands.cmd_grid, models=None, finetuned=None)
+
+    p = sub.add_parser("demo", parents=[common], help="the offline demo on the synthetic world")
+    p.add_argument("--out", default="out/demo", help="output folder (out/demo)")
+    p.set_defaults(func=commands.cmd_demo)
+    return parser
+
+
+def _subparsers(parser: Parser) -> dict[str, Parser]:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices
+
+
+def _subparser_names(parser: Parser) -> list[str]:
+    return list(_subparsers(parser))
+
+
+def _subparser(parser: Parser, command: str) -> Parser:
+    return _subparsers(parser)[command]
+
+
+def apply_config(parser: Parser, argv: Sequence[str], args: argparse.Namespace) -> argparse.Namespace:
+    """Re-parse with the TOML file's values as defaults: top-level keys, then the command's table."""
+    import tomllib
+
+    try:
+        with open(args.config, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise PlatonicError(f"config file {args.config} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise PlatonicError(f"config file {args.config} is not valid TOML: {exc}") from None
+    tables = {k for k, v in data.items() if isinstance(v, dict)}
+    strange = sorted(tables - set(_subparser_names(parser)))
+    if strange:
+        raise PlatonicError(f"config file {args.config}: unknown table(s) {strange}; tables are named after subcommands")
+    values = {k: v for k, v in data.items() if k not in tables}
+    values.update(data.get(args.command, {}))
+    settings = {key.replace("-", "_"): value for key, value in values.items()}
+    known = set(vars(args)) - {"func", "command", "config"}
+    unknown = sorted(k for k in settings if k not in known)
+    if unknown:
+        raise PlatonicError(f"config file {args.config}: unknown setting(s) for `{args.command}`: {', '.join(unknown)}")
+    sub = _subparser(parser, args.command)
+    sub.set_defaults(**settings)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `platonic` console script; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.config:
+            args = apply_config(parser, argv, args)
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print(f"platonic {args.command}: interrupted (rerun the same command to resume a grid)", file=sys.stderr)
+        return 130
+    except (PlatonicError, OSError, ValueError) as exc:
+        if args.debug:
+            raise
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"platonic {args.command}: error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

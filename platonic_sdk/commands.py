@@ -1,0 +1,315 @@
+"""What the `platonic` subcommands do (cli.py parses; this module acts): resolve tasks and models,
+compute descriptors, build operator banks, compose edits, evaluate, run cell grids.
+
+Heavy libraries load inside the functions, so `platonic --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from .errors import PlatonicError
+
+BANK_KIND = "operator_bank"
+
+
+# ---------------------------------------------------------------------------- tasks
+def _world_task(name: str, args: argparse.Namespace):
+    """A task of the built-in image or audio world, by name."""
+    from .worlds.image import TASK_SPECS as IMAGE_TASKS, ImageWorld
+
+    sizes = dict(seed=args.world_seed, train_per_class=args.train_per_class, test_per_class=args.test_per_class)
+    if name in IMAGE_TASKS:
+        return ImageWorld(**sizes).task(name)
+    from .worlds.audio import TASK_SPECS as AUDIO_TASKS, AudioWorld
+
+    if name in AUDIO_TASKS:
+        return AudioWorld(**sizes).task(name)
+    raise PlatonicError(
+        f"unknown task {name!r}: not a synthetic-world task ({', '.join([*IMAGE_TASKS, *AUDIO_TASKS])}) "
+        "and not a folder spec (images:PATH, audio:PATH, csv:PATH)"
+    )
+
+
+def resolve_task(spec: str, args: argparse.Namespace):
+    """A Task from a spec: NAME (synthetic world), [NAME=]images:DIR, [NAME=]audio:DIR or [NAME=]csv:FILE."""
+    name, sep, rest = spec.partition("=")
+    if not sep:
+        name, rest = None, spec
+    kind, colon, where = rest.partition(":")
+    if not colon or kind not in ("images", "audio", "csv"):
+        return _world_task(spec, args)
+    path = Path(args.data_root or ".") / where
+    templates = tuple(args.template) if args.template else None
+    if kind == "images":
+        from .data.images import image_folder_task
+
+        return image_folder_task(path, name, *([templates] if templates else []), test_fraction=args.test_fraction, seed=args.seed)
+    from .data.audio import folder_task, manifest_task
+
+    extra = {"templates": templates} if templates else {}
+    if kind == "audio":
+        return folder_task(path, name, test_fraction=args.test_fraction, seed=args.seed, **extra)
+    return manifest_task(path, name, **extra)
+
+
+def resolve_tasks(specs: Sequence[str], args: argparse.Namespace) -> dict[str, Any]:
+    tasks = {}
+    for spec in specs:
+        task = resolve_task(spec, args)
+        if task.name in tasks:
+            raise PlatonicError(f"two task specs give a task named {task.name!r}; name one with NAME=kind:PATH")
+        tasks[task.name] = task
+    return tasks
+
+
+def _task_named(name: str, tasks: dict[str, Any], args: argparse.Namespace):
+    return tasks[name] if name in tasks else _world_task(name, args)
+
+
+def _grid_of(task, args: argparse.Namespace, provenance: dict[str, Any] | None = None):
+    """The task's grid with the options recorded in a descriptor's provenance (else the command's)."""
+    prov = provenance or {}
+    return task.grid(
+        per_class=int(prov.get("grid_per_class", args.per_class)),
+        seed=int(prov.get("grid_seed", args.grid_seed)),
+        stratified=bool(prov.get("grid_stratified", args.stratified)),
+    )
+
+
+# ---------------------------------------------------------------------------- models
+def load_model(family: str, checkpoint: str | None, args: argparse.Namespace):
+    from .registry import load
+
+    encoder = load(family, checkpoint)
+    if args.device:
+        encoder.to(args.device)
+    return encoder.eval()
+
+
+def _require(value: Any, option: str) -> Any:
+    if value in (None, [], ()):
+        raise PlatonicError(f"{option} is required")
+    return value
+
+
+# ---------------------------------------------------------------------------- subcommands
+def cmd_families(args: argparse.Namespace) -> int:
+    from .registry import family, list_families
+
+    names = list_families(args.modality)
+    width = max(map(len, names), default=0)
+    for name in names:
+        spec = family(name)
+        print(f"{name:<{width}}  {spec.modality:<5}  {spec.default_checkpoint or '-'}  {spec.description}")
+    return 0
+
+
+def cmd_utd(args: argparse.Namespace) -> int:
+    from .descriptor import UTD
+
+    specs = _require(args.task, "--task")
+    if len(specs) != 1:
+        raise PlatonicError(f"utd takes one --task, got {len(specs)}")
+    task = resolve_task(specs[0], args)
+    pre = load_model(_require(args.family, "--family"), args.checkpoint, args)
+    if bool(args.ft_checkpoint) == bool(args.finetune):
+        raise PlatonicError("give exactly one of --ft-checkpoint (a fine-tuned checkpoint) or --finetune (fine-tune here)")
+    grid = _grid_of(task, args)
+    prov = {"grid_per_class": args.per_class, "grid_seed": args.grid_seed, "grid_stratified": args.stratified}
+    if args.ft_checkpoint:
+        ft = load_model(args.family, args.ft_checkpoint, args)
+        prov["ft_checkpoint"] = args.ft_checkpoint
+    else:
+        from .finetune import FinetuneConfig, finetune
+
+        config = FinetuneConfig(mode=args.mode, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, max_steps=args.max_steps, seed=args.seed)
+        tuned = finetune(pre, task, config, progress=not args.quiet)
+        ft = tuned.encoder
+        prov["finetune"] = tuned.metadata
+        if args.save_finetune:
+            tuned.save(args.save_finetune)
+    utd = UTD.compute(pre, ft, grid, args.batch_size, **prov)
+    utd.save(_require(args.output, "--output"))
+    print(f"wrote {args.output}: UTD of {task.name!r} on {args.family}, shape {utd.shape}, norm {float(utd.matrix.norm()):.4f}, grid {utd.grid_id}")
+    return 0
+
+
+def _descriptors(paths: Sequence[str]):
+    from .descriptor import UTD
+
+    return {Path(p).name.removesuffix(".safetensors"): UTD.load(p) for p in paths}
+
+
+def cmd_bank(args: argparse.Namespace) -> int:
+    from .io import save_tensors
+    from .transfer import OperatorBank
+
+    descriptors = _descriptors(_require(args.descriptor, "--descriptor"))
+    tasks = resolve_tasks(args.task or [], args)
+    target = load_model(_require(args.family, "--family"), args.checkpoint, args)
+    bank = OperatorBank(target, args.ridge_a, args.ridge_b, args.batch_size)
+    operators, entries = {}, {}
+    for label, utd in descriptors.items():
+        grid = _grid_of(_task_named(utd.task, tasks, args), args, utd.provenance)
+        utd.check_grid(grid)
+        bank.add_grid(grid)
+        operators[label] = bank.operator(utd)
+        entries[label] = {"task": utd.task, "grid_id": utd.grid_id, "provenance": utd.provenance}
+    meta = {
+        "target_family": target.family, "target_checkpoint": target.checkpoint, "site_kind": bank.site_kind,
+        "ridge_a": bank.ridge_a, "ridge_b": bank.ridge_b, "entries": entries,
+    }
+    save_tensors(_require(args.output, "--output"), operators, BANK_KIND, meta)
+    print(f"wrote {args.output}: {len(operators)} operator(s) for {target.family} ({', '.join(operators)})")
+    return 0
+
+
+def parse_terms(args: argparse.Namespace) -> list[tuple[str, float]]:
+    """(name, coefficient) of --add NAME, --negate NAME and --term NAME=COEF, in that order."""
+    terms = [(n, 1.0) for n in args.add or []] + [(n, -1.0) for n in args.negate or []]
+    for item in args.term or []:
+        name, sep, coef = item.rpartition("=")
+        try:
+            terms.append((name, float(coef)))
+        except ValueError:
+            raise PlatonicError(f"--term takes NAME=COEFFICIENT, got {item!r}") from None
+        if not sep:
+            raise PlatonicError(f"--term takes NAME=COEFFICIENT, got {item!r}")
+    if not terms:
+        raise PlatonicError("an edit needs at least one term: --add, --negate or --term")
+    return terms
+
+
+def _edit_from_bank(args: argparse.Namespace, terms: list[tuple[str, float]]):
+    from .io import load_tensors
+    from .transfer import OperatorEdit
+
+    operators, meta, _ = load_tensors(args.bank, BANK_KIND)
+    missing = [n for n, _ in terms if n not in operators]
+    if missing:
+        raise PlatonicError(f"bank {args.bank} has no operator(s) {missing}; it holds {', '.join(operators)}")
+    A = sum(c * operators[n] for n, c in terms)
+    info = {**{k: meta[k] for k in ("target_family", "target_checkpoint", "ridge_a", "ridge_b")},
+            "terms": [{"label": n, "coef": c, **meta["entries"][n]} for n, c in terms]}
+    return OperatorEdit(A, args.alpha, meta["site_kind"], info), meta["target_family"]
+
+
+def cmd_edit(args: argparse.Namespace) -> int:
+    from .descriptor import Composition
+    from .transfer import OperatorBank
+
+    terms = parse_terms(args)
+    target = None
+    if args.bank:
+        edit, family = _edit_from_bank(args, terms)
+        if args.family and args.family != family:
+            raise PlatonicError(f"bank {args.bank} was built for {family!r}, not {args.family!r}")
+    else:
+        descriptors = {n: _descriptors([n]).popitem()[1] for n, _ in terms}
+        tasks = resolve_tasks(args.task or [], args)
+        target = load_model(_require(args.family, "--family"), args.checkpoint, args)
+        bank = OperatorBank(target, args.ridge_a, args.ridge_b, args.batch_size)
+        for utd in descriptors.values():
+            grid = _grid_of(_task_named(utd.task, tasks, args), args, utd.provenance)
+            utd.check_grid(grid)
+            bank.add_grid(grid)
+        composition = sum((c * descriptors[n] for n, c in terms), Composition(()))
+        edit = bank.edit(composition, args.alpha)
+    if args.output:
+        edit.save(args.output)
+        print(f"wrote {args.output}: {edit!r}")
+    if args.save_model:
+        target = target or load_model(_require(args.family, "--family (to save the edited model)"), args.checkpoint, args)
+        with edit.applied_to(target):
+            target.save(args.save_model)
+        print(f"wrote the edited {target.family} checkpoint to {args.save_model}")
+    if not (args.output or args.save_model):
+        raise PlatonicError("nothing to write: give --output (the edit) and/or --save-model (the edited checkpoint)")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from .evaluate import accuracy
+    from .transfer import Edit
+
+    tasks = resolve_tasks(_require(args.task, "--task"), args)
+    model = load_model(_require(args.family, "--family"), args.checkpoint, args)
+    edit = Edit.load(args.edit) if args.edit else None
+    rows = {}
+    for name, task in tasks.items():
+        rows[name] = {"zero_shot": accuracy(model, task, batch_size=args.batch_size)}
+        if edit is not None:
+            with edit.applied_to(model):
+                rows[name]["edited"] = accuracy(model, task, batch_size=args.batch_size)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        print(f"{'task':<24} {'zero-shot':>10}" + (f" {'edited':>10}" if edit else ""))
+        for name, accs in rows.items():
+            print(f"{name:<24} {accs['zero_shot']:>10.2f}" + (f" {accs['edited']:>10.2f}" if edit else ""))
+    return 0
+
+
+# ---------------------------------------------------------------------------- grid
+def workspace_from_config(args: argparse.Namespace):
+    """A Workspace from a config's [grid.models] and [[grid.finetuned]] tables."""
+    from .descriptor import UTD
+    from .evaluate.workspace import Workspace
+
+    models = {name: load_model(_require(m.get("family"), f"models.{name}.family"), m.get("checkpoint"), args) for name, m in args.models.items()}
+    tasks = resolve_tasks(list(args.tasks or []) + [c for c in args.controls or [] if c not in (args.tasks or [])], args)
+    finetuned = {}
+    for entry in args.finetuned or []:
+        model, task = entry.get("model"), entry.get("task")
+        if model not in models or task not in tasks:
+            raise PlatonicError(f"finetuned entry {entry} names an unknown model or task")
+        if "utd" in entry:
+            finetuned[(model, task)] = UTD.load(entry["utd"])
+        else:
+            finetuned[(model, task)] = load_model(models[model].family, _require(entry.get("checkpoint"), "finetuned.checkpoint"), args)
+    return _workspace(Workspace, models, tasks, finetuned, args.controls or (), args)
+
+
+def _workspace(cls, models, tasks, finetuned, controls, args):
+    return cls(models, tasks, finetuned, controls, per_class=args.per_class, grid_seed=args.grid_seed,
+               ridge_a=args.ridge_a, ridge_b=args.ridge_b, batch_size=args.batch_size, progress=not args.quiet)
+
+
+def cmd_grid(args: argparse.Namespace) -> int:
+    from .evaluate.experiment import ExperimentConfig, run_experiment
+
+    started = time.perf_counter()
+    if args.models:
+        ws = workspace_from_config(args)
+        describe = {"models": "from config", "seed": args.seed}
+    else:
+        ws, describe = world_workspace(args)
+    config = ExperimentConfig(
+        kinds=args.kinds, groups=args.groups, pairing=args.pairing, alpha=args.alpha, strength=args.strength,
+        weight_space_coef=args.weight_space_coef, sweep_alphas=args.sweep_alphas, held_out=args.held_out or (),
+        similarity=not args.no_similarity, max_cells=args.max_cells,
+    )
+    summary = run_experiment(ws, _require(args.out, "--out"), config, describe, progress=not args.quiet)
+    wall = time.perf_counter() - started
+    print(f"{summary['cells']} cells; report {summary['report']}; wall time {wall:.1f} s (run stages {summary['timings']['total']:.1f} s)")
+    return 0
+
+
+def world_workspace(args: argparse.Namespace):
+    """The synthetic world's zoo as a Workspace (models and fine-tunes from platonic_sdk.worlds.zoo)."""
+    try:
+        from .worlds import zoo
+    except ImportError:
+        raise PlatonicError("the synthetic zoo (platonic_sdk.worlds.zoo) is not available; give models in a --config file") from None
+    return zoo.workspace_for_grid(args)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from . import demo
+
+    return demo.main(args) or 0
