@@ -61,14 +61,14 @@ def test_lora_form_equals_dense_form():
             if "lora_B" in name:
                 p.copy_(0.3 * torch.randn(p.shape, generator=gen))
     reg = OrthoReg(1.0)
-    lora_value = float(reg(lora_updates(tower)))
+    lora_value = float(reg(lora_updates(tower)).detach())
     names = [n for n, _ in lora_updates(tower)]
     lora.merge_and_unload()
     tower.requires_grad_(True)
     reference = {n: w for n, w in before.items() if any(n == f"{m}.weight" for m in names)}
     dense = list(dense_updates(tower, reference))
     assert len(dense) == len(names) == 2 * len([n for n in names if n.endswith("q_proj")])
-    assert lora_value == pytest.approx(float(reg(dense)), rel=1e-4)
+    assert lora_value == pytest.approx(float(reg(dense).detach()), rel=1e-4)
 
 
 def _colour_task() -> ps.Task:

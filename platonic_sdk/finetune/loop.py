@@ -1,14 +1,29 @@
-"""The minibatch loop shared by source fine-tuning and the LoRA route: seeded shuffles, bf16 on CUDA, tqdm."""
+"""What source fine-tuning and the LoRA route share: the seeded minibatch loop (bf16 on CUDA, tqdm) and recipe checks."""
 
 from __future__ import annotations
 
 import contextlib
 import math
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
+import attrs
 import torch
 from torch import Tensor
 from tqdm.auto import tqdm
+
+from ..errors import PlatonicError
+
+
+def positive(_inst: Any, attribute: attrs.Attribute, value: float) -> None:
+    """attrs validator: value > 0."""
+    if not value > 0:
+        raise PlatonicError(f"{attribute.name} must be positive, got {value!r}")
+
+
+def non_negative(_inst: Any, attribute: attrs.Attribute, value: float) -> None:
+    """attrs validator: value >= 0."""
+    if not value >= 0:
+        raise PlatonicError(f"{attribute.name} must be >= 0, got {value!r}")
 
 
 def autocast(device: torch.device) -> contextlib.AbstractContextManager:

@@ -8,7 +8,7 @@ LoRA route) add `OrthoReg(...)(updates)` to their task loss; coefficient 0 switc
 from __future__ import annotations
 
 import re
-from typing import Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import attrs
 import torch
@@ -48,6 +48,10 @@ class OrthoReg:
     @property
     def active(self) -> bool:
         return self.coef > 0
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready record (stored in the metadata of what a regularised run produces)."""
+        return {"coef": self.coef, "squared": self.squared, "include": self.include.pattern if self.include else None}
 
     def selected(self, name: str) -> bool:
         return self.include is None or self.include.search(name) is not None

@@ -23,19 +23,9 @@ from ..features import landmarks
 from ..protocol import DualEncoder
 from ..tasks import Grid, Task
 from .lora_layers import inject_lora
-from .loop import autocast, seeded, total_steps, train
+from .loop import autocast, non_negative, positive, seeded, total_steps, train
 from .orthoreg import OrthoReg, Update, dense_reference, dense_updates, lora_updates
 from .weightspace import TaskVector, named_tensors
-
-
-def _positive(_inst: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not value > 0:
-        raise PlatonicError(f"{attribute.name} must be positive, got {value!r}")
-
-
-def _non_negative(_inst: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not value >= 0:
-        raise PlatonicError(f"{attribute.name} must be >= 0, got {value!r}")
 
 
 def _mode(_inst: Any, _attribute: attrs.Attribute, value: str) -> None:
@@ -48,23 +38,20 @@ class FinetuneConfig:
     """Source fine-tuning recipe; defaults are the authors' (METHOD sec. 6). Tiny models may need more lr/epochs."""
 
     mode: Literal["lora", "full"] = attrs.field(default="lora", validator=_mode)
-    rank: int = attrs.field(default=4, validator=_positive)
-    lora_alpha: float = attrs.field(default=8.0, validator=_positive)
-    epochs: int = attrs.field(default=3, validator=_positive)
-    lr: float = attrs.field(default=1e-4, validator=_positive)
-    batch_size: int = attrs.field(default=32, validator=_positive)
-    weight_decay: float = attrs.field(default=0.01, validator=_non_negative)
-    logit_scale: float = attrs.field(default=100.0, validator=_positive)
-    max_steps: int | None = attrs.field(default=None, validator=attrs.validators.optional(_positive))
+    rank: int = attrs.field(default=4, validator=positive)
+    lora_alpha: float = attrs.field(default=8.0, validator=positive)
+    epochs: int = attrs.field(default=3, validator=positive)
+    lr: float = attrs.field(default=1e-4, validator=positive)
+    batch_size: int = attrs.field(default=32, validator=positive)
+    weight_decay: float = attrs.field(default=0.01, validator=non_negative)
+    logit_scale: float = attrs.field(default=100.0, validator=positive)
+    max_steps: int | None = attrs.field(default=None, validator=attrs.validators.optional(positive))
     seed: int = 0
     orthoreg: OrthoReg = attrs.field(factory=OrthoReg)
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready record of the recipe (stored with saved fine-tunes)."""
-        out = attrs.asdict(self, recurse=False)
-        reg = self.orthoreg
-        out["orthoreg"] = {"coef": reg.coef, "squared": reg.squared, "include": reg.include.pattern if reg.include else None}
-        return out
+        return {**attrs.asdict(self, recurse=False), "orthoreg": self.orthoreg.describe()}
 
 
 @attrs.define(eq=False)

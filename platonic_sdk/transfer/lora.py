@@ -23,38 +23,30 @@ from ..descriptor import UTD, Composition
 from ..errors import GridMismatchError, PlatonicError, ShapeError, check_finite, check_strength
 from ..features import encode_items, landmarks
 from ..finetune.lora_layers import ADAPTER, inject_lora
-from ..finetune.loop import autocast, seeded, total_steps, train
+from ..finetune.loop import autocast, non_negative, positive, seeded, total_steps, train
 from ..finetune.orthoreg import OrthoReg, lora_updates
 from ..protocol import DualEncoder
 from ..tasks import Grid
 from .edit import Edit
 
 
-def _positive(_inst: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not value > 0:
-        raise PlatonicError(f"{attribute.name} must be positive, got {value!r}")
-
-
 @attrs.frozen
 class LoraRouteConfig:
     """LoRA-route recipe; defaults are the paper's (METHOD sec. 5)."""
 
-    rank: int = attrs.field(default=16, validator=_positive)
-    lora_alpha: float = attrs.field(default=32.0, validator=_positive)
-    lr: float = attrs.field(default=3e-4, validator=_positive)
-    weight_decay: float = attrs.field(default=1e-4, validator=attrs.validators.ge(0))
-    batch_size: int = attrs.field(default=64, validator=_positive)
-    epochs: int = attrs.field(default=20, validator=_positive)
-    max_steps: int | None = attrs.field(default=540, validator=attrs.validators.optional(_positive))
+    rank: int = attrs.field(default=16, validator=positive)
+    lora_alpha: float = attrs.field(default=32.0, validator=positive)
+    lr: float = attrs.field(default=3e-4, validator=positive)
+    weight_decay: float = attrs.field(default=1e-4, validator=non_negative)
+    batch_size: int = attrs.field(default=64, validator=positive)
+    epochs: int = attrs.field(default=20, validator=positive)
+    max_steps: int | None = attrs.field(default=540, validator=attrs.validators.optional(positive))
     seed: int = 0
     orthoreg: OrthoReg = attrs.field(factory=OrthoReg)
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready record of the recipe."""
-        out = attrs.asdict(self, recurse=False)
-        reg = self.orthoreg
-        out["orthoreg"] = {"coef": reg.coef, "squared": reg.squared, "include": reg.include.pattern if reg.include else None}
-        return out
+        return {**attrs.asdict(self, recurse=False), "orthoreg": self.orthoreg.describe()}
 
 
 class LoraEdit(Edit):
