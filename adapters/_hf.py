@@ -23,7 +23,7 @@ from platonic_sdk.errors import CheckpointError
 from platonic_sdk.protocol import DualEncoder
 
 from ._image import ImageTransform
-from ._text import check_vocab, default_tokenizer, load_tokenizer
+from ._text import check_texts, check_vocab, default_tokenizer, load_tokenizer
 
 MARKER = "platonic.json"
 _MAX_DEFAULT_CONTEXT = 512  # beyond this a tokenizer's model_max_length is a placeholder, not a context
@@ -149,10 +149,12 @@ class HFImageTextEncoder(DualEncoder):
 
     def tokenize(self, texts: Sequence[str]) -> dict[str, Tensor]:
         """Token ids (and the padding mask where the family uses one) on this encoder's device."""
-        if isinstance(texts, str) or not len(texts):
-            raise ValueError("embed_text needs a non-empty sequence of strings")
         enc = self.tokenizer(
-            list(texts), padding="max_length", truncation=True, max_length=self.context_length, return_tensors="pt"
+            check_texts(texts),
+            padding="max_length",
+            truncation=True,
+            max_length=self.context_length,
+            return_tensors="pt",
         )
         out = {"input_ids": enc["input_ids"].to(self.device)}
         if self.text_attention_mask:
@@ -185,7 +187,12 @@ class HFImageTextEncoder(DualEncoder):
 
     @classmethod
     def load(
-        cls, checkpoint: str, *, family: str, device: str | torch.device | None = None, dtype: torch.dtype = torch.float32
+        cls,
+        checkpoint: str,
+        *,
+        family: str,
+        device: str | torch.device | None = None,
+        dtype: torch.dtype = torch.float32,
     ) -> "HFImageTextEncoder":
         """Load an HF folder or hub id (offline: hub ids fail with CheckpointError)."""
         source, local = resolve_checkpoint(checkpoint)

@@ -14,6 +14,8 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from platonic_sdk.errors import ShapeError
+
 OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
 OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
 HALF = (0.5, 0.5, 0.5)
@@ -29,13 +31,12 @@ def to_uint8_batch(items: Sequence[Any] | np.ndarray | Tensor) -> list[Tensor]:
             item = np.asarray(item.convert("RGB"))
         array = torch.tensor(np.asarray(item))  # a copy: PIL arrays are read-only
         if array.dtype != torch.uint8 or array.ndim != 3 or array.shape[-1] != 3:
-            raise ValueError(
-                f"item {i}: expected a PIL image or an H x W x 3 uint8 array, got "
-                f"{tuple(array.shape)} {array.dtype}"
+            raise ShapeError(
+                f"item {i}: expected a PIL image or an H x W x 3 uint8 array, got {tuple(array.shape)} {array.dtype}"
             )
         out.append(array.permute(2, 0, 1))
     if not out:
-        raise ValueError("no images to preprocess")
+        raise ShapeError("no images to preprocess")
     return out
 
 
@@ -48,24 +49,28 @@ class ImageTransform:
     std: tuple[float, float, float] = OPENAI_STD
     crop: bool = True
 
-    def _resize(self, image: Tensor) -> Tensor:
-        h, w = image.shape[-2:]
+    def _resize(self, images: Tensor) -> Tensor:
+        """n x 3 x h x w -> n x 3 x size x size."""
+        h, w = images.shape[-2:]
         if not self.crop:
             target = (self.size, self.size)
         else:
             scale = self.size / min(h, w)
             target = (max(self.size, round(h * scale)), max(self.size, round(w * scale)))
         if (h, w) != target:
-            image = F.interpolate(image[None], size=target, mode="bicubic", antialias=True, align_corners=False)[0]
+            images = F.interpolate(images, size=target, mode="bicubic", antialias=True, align_corners=False)
         if self.crop:
-            top, left = (image.shape[-2] - self.size) // 2, (image.shape[-1] - self.size) // 2
-            image = image[:, top : top + self.size, left : left + self.size]
-        return image
+            top, left = (images.shape[-2] - self.size) // 2, (images.shape[-1] - self.size) // 2
+            images = images[..., top : top + self.size, left : left + self.size]
+        return images
 
     def __call__(self, items: Sequence[Any], device: torch.device, dtype: torch.dtype) -> Tensor:
-        """A float batch n x 3 x size x size on `device`."""
-        images = [self._resize(im.to(device=device, dtype=torch.float32) / 255.0) for im in to_uint8_batch(items)]
-        batch = torch.stack(images)
+        """A float batch n x 3 x size x size on `device` (images of one shape are resized together)."""
+        images = to_uint8_batch(items)
+        if all(im.shape == images[0].shape for im in images):
+            batch = self._resize(torch.stack(images).to(device=device, dtype=torch.float32) / 255.0)
+        else:
+            batch = torch.cat([self._resize(im[None].to(device=device, dtype=torch.float32) / 255.0) for im in images])
         mean = torch.tensor(self.mean, device=device).view(1, 3, 1, 1)
         std = torch.tensor(self.std, device=device).view(1, 3, 1, 1)
         return ((batch - mean) / std).to(dtype)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
-from platonic_sdk.errors import CheckpointError
+from platonic_sdk.errors import CheckpointError, PlatonicError
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
 # Order fixes the ids pad=0, unk=1, bos=2, eos=3. HF CLIP treats eos_token_id == 2 as a legacy
@@ -53,14 +53,14 @@ def train_tokenizer(
             vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(SPECIAL_TOKENS)
         )
     else:
-        raise ValueError(f"unknown tokenizer kind {kind!r} (use 'wordlevel' or 'bpe')")
+        raise PlatonicError(f"unknown tokenizer kind {kind!r} (use 'wordlevel' or 'bpe')")
     if max_length < 3:
-        raise ValueError(f"max_length must leave room for <bos> and <eos>, got {max_length}")
+        raise PlatonicError(f"max_length must leave room for <bos> and <eos>, got {max_length}")
     tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.train_from_iterator(corpus, trainer=trainer)
     if tok.get_vocab_size() <= len(SPECIAL_TOKENS):
-        raise ValueError("the corpus gave no tokens beyond the special ones (is it empty?)")
+        raise PlatonicError("the corpus gave no tokens beyond the special ones (is it empty?)")
     bos, eos = tok.token_to_id(BOS), tok.token_to_id(EOS)
     tok.post_processor = processors.TemplateProcessing(
         single=f"{BOS} $A {EOS}", special_tokens=[(BOS, bos), (EOS, eos)]
@@ -78,6 +78,13 @@ def train_tokenizer(
 def default_tokenizer(max_length: int = 16) -> PreTrainedTokenizerFast:
     """A ~30-word tokenizer for the families' tiny test configs."""
     return train_tokenizer(_DEFAULT_CORPUS, vocab_size=100, max_length=max_length)
+
+
+def check_texts(texts: Sequence[str]) -> list[str]:
+    """The texts as a list, or PlatonicError for a bare string or an empty sequence."""
+    if isinstance(texts, str) or not len(texts) or not all(isinstance(t, str) for t in texts):
+        raise PlatonicError("embed_text needs a non-empty sequence of strings")
+    return list(texts)
 
 
 def check_vocab(tokenizer: Any, vocab_size: int, where: str) -> None:

@@ -19,7 +19,7 @@ import timm
 from open_clip.timm_model import TimmModel
 from torch import nn
 
-from platonic_sdk.errors import NotAffineError
+from platonic_sdk.errors import NotAffineError, PlatonicError
 from platonic_sdk.protocol import AffineSite
 
 from .openclip import OpenClipEncoder, register_open_clip_family
@@ -78,7 +78,7 @@ class EvaClipEncoder(OpenClipEncoder):
         cfg = copy.deepcopy(model_cfg)
         vision = cfg["vision_cfg"]
         if vision.get("timm_proj") or vision.get("timm_pool", "token") in ("abs_attn", "rot_attn"):
-            raise ValueError("timm_kwargs support EVA towers without an extra projection (timm_proj null)")
+            raise PlatonicError("timm_kwargs support EVA towers without an extra projection (timm_proj null)")
         size = vision["image_size"]
         # the text tower and temperatures come from open_clip; the media tower is a minimal stand-in, replaced below
         cfg["vision_cfg"] = {"image_size": size, "patch_size": size, "width": 8, "layers": 1, "head_width": 8}

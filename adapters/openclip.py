@@ -33,7 +33,7 @@ from platonic_sdk.registry import FamilySpec, register_family
 
 from ._hf import check_family, deep_merge, read_marker, seeded, write_marker
 from ._image import OPENAI_MEAN, OPENAI_STD, ImageTransform
-from ._text import check_vocab, default_tokenizer, load_tokenizer
+from ._text import check_texts, check_vocab, default_tokenizer, load_tokenizer
 
 CONFIG_FILE = "open_clip_config.json"
 WEIGHTS_FILE = "open_clip_model.safetensors"
@@ -178,14 +178,13 @@ class OpenClipEncoder(DualEncoder):
 
     def tokenize(self, texts: Sequence[str]) -> Tensor:
         """Token ids n x context_length on this encoder's device."""
-        if isinstance(texts, str) or not len(texts):
-            raise ValueError("embed_text needs a non-empty sequence of strings")
+        texts = check_texts(texts)
         if isinstance(self.tokenizer, PreTrainedTokenizerBase):
             ids = self.tokenizer(
-                list(texts), padding="max_length", truncation=True, max_length=self.context_length, return_tensors="pt"
+                texts, padding="max_length", truncation=True, max_length=self.context_length, return_tensors="pt"
             )["input_ids"]
         else:
-            ids = self.tokenizer(list(texts), context_length=self.context_length)
+            ids = self.tokenizer(texts, context_length=self.context_length)
         return ids.to(self.device)
 
     def embed_media(self, batch: Tensor) -> Tensor:
@@ -242,7 +241,9 @@ class OpenClipEncoder(DualEncoder):
         else:
             tokenizer = open_clip.get_tokenizer(f"local-dir:{folder}")
         images = _transform(pre, model_cfg)
-        return cls(model, model_cfg, tokenizer, images, family=family, checkpoint=marker.get("checkpoint"), extras=extras)
+        return cls(
+            model, model_cfg, tokenizer, images, family=family, checkpoint=marker.get("checkpoint"), extras=extras
+        )
 
     @classmethod
     def from_open_clip(cls, name: str, pretrained: str | None, family: str, checkpoint: str) -> "OpenClipEncoder":
@@ -251,7 +252,7 @@ class OpenClipEncoder(DualEncoder):
             if name.startswith("hf-hub:"):
                 from huggingface_hub import hf_hub_download
 
-                config = json.loads(Path(hf_hub_download(name[len("hf-hub:"):], CONFIG_FILE)).read_text())
+                config = json.loads(Path(hf_hub_download(name[len("hf-hub:") :], CONFIG_FILE)).read_text())
                 model_cfg = config["model_cfg"]
             else:
                 model_cfg = open_clip.get_model_config(name)
@@ -314,7 +315,9 @@ class OpenClipEncoder(DualEncoder):
         text = cfg.setdefault("text_cfg", {})
         context = tokenizer.model_max_length if tokenizer.model_max_length <= _MAX_DEFAULT_CONTEXT else 16
         text.setdefault("context_length", context)
-        text.update(vocab_size=len(tokenizer), pool_type="eos", eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id)
+        text.update(
+            vocab_size=len(tokenizer), pool_type="eos", eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id
+        )
         model = seeded(seed, lambda: cls.build_model(cfg, extras))
         images = _transform({}, cfg)
         encoder = cls(model, cfg, tokenizer, images, family=family, extras=extras)

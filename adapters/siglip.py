@@ -26,7 +26,7 @@ from transformers import (
     SiglipModel,
 )
 
-from platonic_sdk.errors import NotAffineError
+from platonic_sdk.errors import NotAffineError, PlatonicError
 from platonic_sdk.protocol import AffineSite
 from platonic_sdk.registry import FamilySpec, register_family
 
@@ -34,7 +34,13 @@ from ._hf import HFImageTextEncoder, deep_merge, text_config_for
 from ._image import HALF, ImageTransform, to_uint8_batch
 
 _TEXT = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2}
-_VISION = {"patch_size": 8, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2}
+_VISION = {
+    "patch_size": 8,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+}
 TINY_CONFIG: dict[str, Any] = {"text_config": _TEXT, "vision_config": {"image_size": 32, **_VISION}}
 # NaFlex towers have no fixed image size: a learned 4 x 4 position grid, resized to each image's patch grid.
 TINY_NAFLEX_CONFIG: dict[str, Any] = {"text_config": _TEXT, "vision_config": {"num_patches": 16, **_VISION}}
@@ -84,7 +90,9 @@ class SiglipEncoder(HFImageTextEncoder):
         head = getattr(self._model.vision_model, "head", None)
         fc2 = getattr(getattr(head, "mlp", None), "fc2", None)
         if not isinstance(fc2, nn.Linear) or fc2.bias is None:
-            raise NotAffineError(f"{self.family}: the vision tower has no attention-pooling head with an mlp.fc2 Linear")
+            raise NotAffineError(
+                f"{self.family}: the vision tower has no attention-pooling head with an mlp.fc2 Linear"
+            )
         return AffineSite(kind="residual_head", weight=fc2.weight, bias=fc2.bias, layout="out_in", module=fc2)
 
 
@@ -130,7 +138,7 @@ def _register(name: str, cls: type[SiglipEncoder], default_checkpoint: str, desc
         config = dict(config or {})
         naflex = config.pop("model_type", "siglip2" if cls is Siglip2Encoder else "siglip") == "siglip2"
         if naflex and cls is not Siglip2Encoder:
-            raise ValueError(f"family {name!r} has no NaFlex layout (use family 'siglip2')")
+            raise PlatonicError(f"family {name!r} has no NaFlex layout (use family 'siglip2')")
         cfg = deep_merge(TINY_NAFLEX_CONFIG if naflex else TINY_CONFIG, config)
         tokenizer, cfg["text_config"] = text_config_for(tokenizer, cfg.get("text_config", {}))
         hf_config = Siglip2Config(**cfg) if naflex else SiglipConfig(**cfg)
