@@ -1,0 +1,115 @@
+"""Whole operator bank: batched Gram-eigh solver vs per-grid SVD (OperatorBank today) vs a naive SVD loop.
+
+A bank is targets x tasks x sources operators; target t has width d_t (q = d_t, projection sites),
+task k has M_k classes and P_k = 30 M_k probes. Inputs are synthetic unit rows (timing only depends on
+shapes); all three methods solve the same descriptors, and their operators are compared.
+
+    python benchmarks/bench_bank.py                                  # full bank, CPU (slow: SVDs)
+    python benchmarks/bench_bank.py --targets 1 --tasks EuroSAT,DTD  # a slice
+    python benchmarks/bench_bank.py --device cuda --json bank.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import torch
+
+from common import report, timed, unit_rows
+from platonic_sdk.linalg import ridge_operator, ridge_solver
+from platonic_sdk.transfer.batched import factorise, solve_bank
+
+# the eight-task image benchmark: classes per task
+TASKS = {"Cars": 196, "DTD": 47, "EuroSAT": 10, "GTSRB": 43, "MNIST": 10, "RESISC45": 45, "SUN397": 397, "SVHN": 10}
+WIDTHS = (768, 1024, 768, 1024, 768, 1024)  # six ViT-L targets (CLIP-, SigLIP-, EVA-like widths)
+METHODS = ("batched_eigh", "per_grid_svd", "naive_svd")
+
+
+def run(
+    device: str = "cpu",
+    targets: int = 6,
+    tasks: tuple[str, ...] = tuple(TASKS),
+    sources: int = 6,
+    probes_per_class: int = 30,
+    max_seconds: float = float("inf"),
+    skip: tuple[str, ...] = (),
+    repeats: int = 1,
+) -> dict[str, Any]:
+    """Time each method on the bank (best of `repeats` per grid); a method past `max_seconds` stops
+    early and is compared per operator. The batched solver always runs (it is the reference point)."""
+    seconds: dict[str, float] = {}
+    solved = {m: 0 for m in METHODS}
+    worst = 0.0
+    for t in range(targets):
+        d = WIDTHS[t % len(WIDTHS)]
+        for k, task in enumerate(tasks):
+            M = TASKS[task]
+            P = probes_per_class * M
+            F = unit_rows(P, d, seed=100 * t + k, device=device)
+            G = unit_rows(M, d, seed=100 * t + k + 50, device=device)
+            gen = torch.Generator().manual_seed(t * 1000 + k)
+            U = (0.05 * torch.randn(sources, P, M, generator=gen)).to(device)
+
+            def per_grid_svd() -> torch.Tensor:
+                solve = ridge_solver(F, G)
+                return torch.stack([solve(U[b]) for b in range(sources)])
+
+            def naive_svd() -> list[torch.Tensor]:
+                return [ridge_operator(F, G, U[b]) for b in range(sources)]
+
+            runs = {"batched_eigh": lambda: solve_bank(factorise(F, G), U), "per_grid_svd": per_grid_svd, "naive_svd": naive_svd}
+            results = {}
+            for method, fn in runs.items():
+                if method in skip or seconds.get(method, 0.0) >= max_seconds:
+                    continue
+                spent, results[method] = timed(device, fn, repeats)
+                seconds[method] = seconds.get(method, 0.0) + spent
+                solved[method] += sources
+            if "per_grid_svd" in results:
+                reference = results["per_grid_svd"]
+                errors = (results["batched_eigh"] - reference).flatten(1).norm(dim=1) / reference.flatten(1).norm(dim=1)
+                worst = max(worst, float(errors.max()))
+
+    total = targets * len(tasks) * sources
+    out: dict[str, Any] = {
+        "device": device,
+        "bank": f"{targets} targets x {len(tasks)} tasks x {sources} sources = {total} operators",
+        "tasks": ",".join(tasks),
+        "max_rel_diff_batched_vs_svd": worst,
+    }
+    per_op = {m: seconds[m] / solved[m] for m in METHODS if solved[m]}
+    for m in METHODS:
+        if solved[m]:
+            out[f"{m}_s"] = seconds[m]
+            out[f"{m}_operators"] = solved[m]
+            out[f"{m}_ms_per_operator"] = 1e3 * per_op[m]
+    for m in METHODS[1:]:
+        if m in per_op:
+            out[f"speedup_vs_{m}"] = per_op[m] / per_op["batched_eigh"]
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--targets", type=int, default=6)
+    parser.add_argument("--tasks", default=",".join(TASKS), help="comma-separated subset of " + ",".join(TASKS))
+    parser.add_argument("--sources", type=int, default=6)
+    parser.add_argument("--max-seconds", type=float, default=float("inf"), help="stop a slow method after this long")
+    parser.add_argument("--repeats", type=int, default=1, help="best of this many runs per grid (noisy machines)")
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: leave as is)")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tasks = tuple(args.tasks.split(","))
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        sys.exit(f"unknown task(s) {unknown}; choose from {list(TASKS)}")
+    report("operator bank", run(args.device, args.targets, tasks, args.sources, max_seconds=args.max_seconds, repeats=args.repeats), args.json)
+
+
+if __name__ == "__main__":
+    main()
