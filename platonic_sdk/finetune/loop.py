@@ -1,4 +1,4 @@
-"""What source fine-tuning and the LoRA route share: the seeded minibatch loop (bf16 on CUDA, tqdm) and recipe checks."""
+"""What source fine-tuning and the LoRA route share: the seeded minibatch loop (tqdm) and recipe checks."""
 
 from __future__ import annotations
 
@@ -24,13 +24,6 @@ def non_negative(_inst: Any, attribute: attrs.Attribute, value: float) -> None:
     """attrs validator: value >= 0."""
     if not value >= 0:
         raise PlatonicError(f"{attribute.name} must be >= 0, got {value!r}")
-
-
-def autocast(device: torch.device) -> contextlib.AbstractContextManager:
-    """bf16 autocast on CUDA; nothing elsewhere (CPU runs stay in the model's dtype)."""
-    if device.type == "cuda":
-        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
 
 
 @contextlib.contextmanager

@@ -17,13 +17,14 @@ import attrs
 import torch
 from torch import Tensor, nn
 
+from ..accel import autocast
 from ..descriptor import UTD
 from ..errors import PlatonicError
 from ..features import landmarks
 from ..protocol import DualEncoder
 from ..tasks import Grid, Task
 from .lora_layers import inject_lora
-from .loop import autocast, non_negative, positive, seeded, total_steps, train
+from .loop import non_negative, positive, seeded, total_steps, train
 from .orthoreg import OrthoReg, Update, dense_reference, dense_updates, lora_updates
 from .weightspace import TaskVector, named_tensors
 

@@ -19,11 +19,12 @@ import torch
 from peft.tuners.lora import LoraLayer
 from torch import Tensor, nn
 
+from ..accel import autocast
 from ..descriptor import UTD, Composition
 from ..errors import GridMismatchError, PlatonicError, ShapeError, check_finite, check_strength
 from ..features import encode_items, landmarks
 from ..finetune.lora_layers import ADAPTER, inject_lora
-from ..finetune.loop import autocast, non_negative, positive, seeded, total_steps, train
+from ..finetune.loop import non_negative, positive, seeded, total_steps, train
 from ..finetune.orthoreg import OrthoReg, lora_updates
 from ..protocol import DualEncoder
 from ..tasks import Grid
