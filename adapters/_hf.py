@@ -7,6 +7,7 @@ in folders this SDK writes, so that a folder saved by one family is refused by a
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import copy
 import json
@@ -23,10 +24,9 @@ from platonic_sdk.errors import CheckpointError
 from platonic_sdk.protocol import DualEncoder
 
 from ._image import ImageTransform
-from ._text import check_texts, check_vocab, default_tokenizer, load_tokenizer
+from ._text import check_texts, check_vocab, context_length_of, default_tokenizer, load_tokenizer
 
 MARKER = "platonic.json"
-_MAX_DEFAULT_CONTEXT = 512  # beyond this a tokenizer's model_max_length is a placeholder, not a context
 
 
 def resolve_checkpoint(checkpoint: str | os.PathLike) -> tuple[str, bool]:
@@ -171,14 +171,14 @@ class HFImageTextEncoder(DualEncoder):
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod
+    @abc.abstractmethod
     def model_class(cls, config: PretrainedConfig) -> type[PreTrainedModel]:
         """The transformers class that builds `config`."""
-        raise NotImplementedError
 
     @classmethod
+    @abc.abstractmethod
     def default_images(cls, config: PretrainedConfig) -> Any:
         """The image processor to use when a checkpoint ships none."""
-        raise NotImplementedError
 
     @classmethod
     def images_from_hf(cls, processor: Any) -> Any:
@@ -243,9 +243,8 @@ class HFImageTextEncoder(DualEncoder):
 def text_config_for(tokenizer: PreTrainedTokenizerBase | None, text: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """(tokenizer, text config) with the vocabulary, special ids and context length taken from the tokenizer."""
     tokenizer = tokenizer if tokenizer is not None else default_tokenizer()
-    context = tokenizer.model_max_length if tokenizer.model_max_length <= _MAX_DEFAULT_CONTEXT else 16
     text = dict(text)
-    text.setdefault("max_position_embeddings", context)
+    text.setdefault("max_position_embeddings", context_length_of(tokenizer))
     text.update(
         vocab_size=len(tokenizer),
         pad_token_id=tokenizer.pad_token_id,

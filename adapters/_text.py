@@ -80,6 +80,11 @@ def default_tokenizer(max_length: int = 16) -> PreTrainedTokenizerFast:
     return train_tokenizer(_DEFAULT_CORPUS, vocab_size=100, max_length=max_length)
 
 
+def context_length_of(tokenizer: PreTrainedTokenizerBase, default: int = 16) -> int:
+    """The tokenizer's `model_max_length`, or `default` when that is a "no limit" placeholder (> 512)."""
+    return int(tokenizer.model_max_length) if tokenizer.model_max_length <= 512 else default
+
+
 def check_texts(texts: Sequence[str]) -> list[str]:
     """The texts as a list, or PlatonicError for a bare string or an empty sequence."""
     if isinstance(texts, str) or not len(texts) or not all(isinstance(t, str) for t in texts):

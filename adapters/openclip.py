@@ -33,11 +33,10 @@ from platonic_sdk.registry import FamilySpec, register_family
 
 from ._hf import check_family, deep_merge, read_marker, seeded, write_marker
 from ._image import OPENAI_MEAN, OPENAI_STD, ImageTransform
-from ._text import check_texts, check_vocab, default_tokenizer, load_tokenizer
+from ._text import check_texts, check_vocab, context_length_of, default_tokenizer, load_tokenizer
 
 CONFIG_FILE = "open_clip_config.json"
 WEIGHTS_FILE = "open_clip_model.safetensors"
-_MAX_DEFAULT_CONTEXT = 512
 
 TINY_CONFIG: dict[str, Any] = {
     "embed_dim": 64,
@@ -241,9 +240,7 @@ class OpenClipEncoder(DualEncoder):
         else:
             tokenizer = open_clip.get_tokenizer(f"local-dir:{folder}")
         images = _transform(pre, model_cfg)
-        return cls(
-            model, model_cfg, tokenizer, images, family=family, checkpoint=marker.get("checkpoint"), extras=extras
-        )
+        return cls(model, model_cfg, tokenizer, images, family=family, checkpoint=folder, extras=extras)
 
     @classmethod
     def from_open_clip(cls, name: str, pretrained: str | None, family: str, checkpoint: str) -> "OpenClipEncoder":
@@ -313,8 +310,7 @@ class OpenClipEncoder(DualEncoder):
         cfg = deep_merge(tiny, config or {})
         extras = {key: cfg.pop(key) for key in cls.extra_keys if key in cfg}
         text = cfg.setdefault("text_cfg", {})
-        context = tokenizer.model_max_length if tokenizer.model_max_length <= _MAX_DEFAULT_CONTEXT else 16
-        text.setdefault("context_length", context)
+        text.setdefault("context_length", context_length_of(tokenizer))
         text.update(
             vocab_size=len(tokenizer), pool_type="eos", eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id
         )
