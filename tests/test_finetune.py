@@ -9,6 +9,7 @@ import torch
 import platonic_sdk as ps
 from platonic_sdk.errors import PlatonicError
 from platonic_sdk.evaluate import accuracy
+from platonic_sdk.evaluate.selection import select_addition, task_vector_evaluator
 from platonic_sdk.features import encode_items, landmarks
 from platonic_sdk.finetune import FinetuneConfig, FineTuned, finetune
 from platonic_sdk.finetune.weightspace import named_tensors
@@ -106,20 +107,15 @@ def test_save_and_load(encoder, task, lora_run, tmp_path):
 
 def test_weight_space_coefficient_sweep_on_a_fine_tune(encoder, task, lora_run):
     """Task arithmetic end to end: theta_pre + c * tau, evaluated and undone for each c of the sweep."""
-    from platonic_sdk.evaluate.selection import select_addition
-
     result = lora_run[0]
     model = copy.deepcopy(encoder)
+    state = {k: v.clone() for k, v in model.model.state_dict().items()}
     tuned = accuracy(result.encoder, task)
-
-    def evaluate(c: float) -> dict:
-        with result.task_vector.apply_to(model.media_encoder, c):
-            return {"colours": accuracy(model, task)}
-
-    sweep = select_addition(evaluate, {"colours": tuned}, coefs=[0.0, 0.5, 1.0])
+    sweep = select_addition(task_vector_evaluator(model, result.task_vector, [task]), {"colours": tuned}, coefs=[0.0, 0.5, 1.0])
     assert sweep.results[0]["colours"] == pytest.approx(accuracy(encoder, task))
     assert sweep.results[2]["colours"] == pytest.approx(tuned)
     assert sweep.best > 0.0
+    assert all(torch.equal(model.model.state_dict()[k], v) for k, v in state.items())
 
 
 def test_bad_input_is_refused(encoder, task):

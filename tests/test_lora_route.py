@@ -11,6 +11,8 @@ import torch
 import platonic_sdk as ps
 from platonic_sdk.descriptor import UTD
 from platonic_sdk.errors import GridMismatchError, PlatonicError, ShapeError
+from platonic_sdk.evaluate import accuracy
+from platonic_sdk.evaluate.selection import edit_evaluator, select_addition
 from platonic_sdk.features import encode_items, landmarks
 from platonic_sdk.finetune import OrthoReg
 from platonic_sdk.transfer.edit import Edit
@@ -29,10 +31,14 @@ def _items(modality: str, n: int, seed: int) -> list:
     return [Waveform(rng.standard_normal(8000).astype(np.float32) * 0.1, 16000) for _ in range(n)]
 
 
-def _grid(modality: str, name: str, seed: int) -> ps.Grid:
+def _task(modality: str, name: str, seed: int) -> ps.Task:
     labels = np.arange(18) % len(CLASSES)
     split = ps.Split(_items(modality, 18, seed), labels)
-    return ps.Task(name, CLASSES, split, split).grid(per_class=4, seed=seed)
+    return ps.Task(name, CLASSES, split, split)
+
+
+def _grid(modality: str, name: str, seed: int) -> ps.Grid:
+    return _task(modality, name, seed).grid(per_class=4, seed=seed)
 
 
 def _utd(grid: ps.Grid, seed: int, scale: float = 0.1) -> UTD:
@@ -126,6 +132,21 @@ def test_orthoreg_term_changes_the_fit(target, fitted):
     regularised = fit_lora(target, utd, [grid], attrs.evolve(FAST, orthoreg=OrthoReg(1.0)), progress=False)
     assert regularised.losses[0] > edit.losses[0]  # the penalty is sqrt(k) > 0 per layer at B = 0
     assert not all(torch.equal(regularised.deltas()[k], d) for k, d in edit.deltas().items())
+
+
+def test_strength_sweep_drives_lora_and_closed_form_edits_alike(target, fitted):
+    grid, utd, edit = fitted
+    task = _task("image", "a", 0)
+    bank = ps.OperatorBank(target)
+    bank.add_grid(grid)
+    state = {k: v.clone() for k, v in target.model.state_dict().items()}
+    for candidate in (edit, bank.edit(utd, alpha=0.5)):
+        sweep = select_addition(edit_evaluator(target, candidate, [task]), {"a": 100.0}, coefs=[0.0, 0.7])
+        with candidate.scaled(0.7).applied_to(target):
+            expected = accuracy(target, task)
+        assert sweep.results[0]["a"] == pytest.approx(accuracy(target, task))
+        assert sweep.results[1]["a"] == pytest.approx(expected)
+        assert all(torch.equal(target.model.state_dict()[k], v) for k, v in state.items())
 
 
 def _families() -> list:

@@ -1,7 +1,8 @@
 """Coefficient selection on validation (the OrthoReg authors' protocol), for any coefficient knob.
 
 `evaluate(coef) -> {name: accuracy}` can set a weight-space coefficient, a closed-form strength or a
-LoRA-route strength; the sweep never knows which.
+LoRA-route strength; the sweep never knows which (`task_vector_evaluator` and `edit_evaluator` build
+the usual ones).
 - addition: maximise the mean normalised accuracy, mean_t acc_t(c) / acc_t(fine-tuned);
 - negation: minimise the target's accuracy subject to control(c) >= 0.95 x control(zero-shot).
 Ties go to the smallest coefficient.
@@ -9,16 +10,47 @@ Ties go to the smallest coefficient.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 import attrs
 import numpy as np
 from tqdm.auto import tqdm
 
 from ..errors import PlatonicError
+from ..finetune.weightspace import TaskVector
+from ..protocol import DualEncoder
+from ..tasks import Task
+from ..transfer.edit import Edit
+from .zeroshot import accuracy
 
 Evaluate = Callable[[float], Mapping[str, float]]
 DEFAULT_COEFS: tuple[float, ...] = tuple(float(c) for c in np.linspace(0.0, 1.0, 21))
+
+
+class Scalable(Protocol):
+    """An edit with a strength knob (OperatorEdit, LoraEdit): `scaled(c)` is the same edit at strength c."""
+
+    def scaled(self, strength: float) -> Edit: ...
+
+
+def task_vector_evaluator(encoder: DualEncoder, vector: TaskVector, tasks: Sequence[Task], split: str = "test") -> Evaluate:
+    """c -> accuracies of theta_pre + c * tau on each task (tau on the media tower; undone after each c)."""
+
+    def evaluate(coef: float) -> dict[str, float]:
+        with vector.apply_to(encoder.media_encoder, coef):
+            return {task.name: accuracy(encoder, task, split) for task in tasks}
+
+    return evaluate
+
+
+def edit_evaluator(encoder: DualEncoder, edit: Scalable, tasks: Sequence[Task], split: str = "test") -> Evaluate:
+    """c -> accuracies with `edit.scaled(c)` applied (closed-form or LoRA-route strength; removed after each c)."""
+
+    def evaluate(strength: float) -> dict[str, float]:
+        with edit.scaled(strength).applied_to(encoder):
+            return {task.name: accuracy(encoder, task, split) for task in tasks}
+
+    return evaluate
 
 
 @attrs.frozen
