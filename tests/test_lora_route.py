@@ -1,6 +1,5 @@
 """The LoRA route on tiny real models: starts from the unedited model, fits compositions, and is a reversible Edit."""
 
-import copy
 import time
 
 import attrs
