@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Sequence
 import open_clip
 import torch
 from open_clip.transformer import ResidualAttentionBlock
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import Tensor, nn
 from torch.nn import functional as F
 from transformers import PreTrainedTokenizerBase
@@ -37,6 +37,8 @@ from ._text import check_texts, check_vocab, context_length_of, default_tokenize
 
 CONFIG_FILE = "open_clip_config.json"
 WEIGHTS_FILE = "open_clip_model.safetensors"
+# weight files open_clip writes or publishes, in its own order of preference
+WEIGHTS_FILES = (WEIGHTS_FILE, "open_clip_pytorch_model.safetensors", "open_clip_pytorch_model.bin")
 
 TINY_CONFIG: dict[str, Any] = {
     "embed_dim": 64,
@@ -229,10 +231,13 @@ class OpenClipEncoder(DualEncoder):
         if not cls.accepts(model_cfg):
             raise CheckpointError(f"{folder} holds an open_clip model that is not {cls.description}")
         extras = marker.get("extras", {})
+        weights = next((Path(folder, f) for f in WEIGHTS_FILES if Path(folder, f).is_file()), None)
+        if weights is None:
+            raise CheckpointError(f"{folder} has no weights file ({', '.join(WEIGHTS_FILES)})")
         model = cls.build_model(model_cfg, extras)
         try:
-            model.load_state_dict(load_file(os.path.join(folder, WEIGHTS_FILE)))
-        except Exception as exc:  # missing file, corrupt header, wrong keys or shapes
+            open_clip.load_checkpoint(model, str(weights), strict=True)
+        except Exception as exc:  # corrupt file, wrong keys or shapes
             raise CheckpointError(f"cannot load {family} weights from {folder}: {exc}") from exc
         vocab = model_cfg["text_cfg"].get("vocab_size", 49408)
         if Path(folder, "tokenizer_config.json").is_file():

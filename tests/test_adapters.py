@@ -170,6 +170,9 @@ def test_missing_path_and_corrupt_weights_raise_checkpoint_error(case, tmp_path)
     (tmp_path / weights).write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError):
         ps.load(family, str(tmp_path))
+    (tmp_path / weights).unlink()
+    with pytest.raises(CheckpointError):
+        ps.load(family, str(tmp_path))
 
 
 def test_hub_checkpoints_fail_fast_offline():
