@@ -181,12 +181,14 @@ def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
     return records
 
 
-def append_record(path: str | os.PathLike, record: dict[str, Any]) -> None:
-    """Append one JSON line and flush it to disk."""
+def append_record(path: str | os.PathLike, record: dict[str, Any]) -> dict[str, Any]:
+    """Append one JSON line and flush it to disk; returns the record as it reads back."""
+    line = json.dumps(record, sort_keys=True)
     with open(path, "a") as fh:
-        fh.write(json.dumps(record, sort_keys=True) + "\n")
+        fh.write(line + "\n")
         fh.flush()
         os.fsync(fh.fileno())
+    return json.loads(line)
 
 
 def run_cells(
@@ -212,8 +214,7 @@ def run_cells(
         done[record["key"]] = record
     todo = [c for c in cells if c.key not in done]
     for cell in tqdm(todo, desc="cells", disable=not progress):
-        record = evaluate_cell(ws, cell, settings)
-        append_record(path, record)
+        record = append_record(path, evaluate_cell(ws, cell, settings))
         done[cell.key] = record
         if on_record is not None:
             on_record(record)

@@ -1,0 +1,160 @@
+"""Cell grid runner: cell enumeration, per-cell numbers against real folds, resume, shared caches."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from collections import Counter
+
+import pytest
+
+import platonic_sdk as ps
+from platonic_sdk.descriptor import UTD
+from platonic_sdk.evaluate import accuracy
+from platonic_sdk.evaluate.grid import (
+    CellSettings,
+    addition_cells,
+    evaluate_cell,
+    negation_cells,
+    relation,
+    run_cells,
+)
+from platonic_sdk.finetune import TaskVector
+
+from grid_zoo import CONTROL, TASKS, build_models, build_tasks, build_workspace
+
+
+@pytest.fixture(scope="module")
+def models():
+    return build_models()
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return build_tasks()
+
+
+@pytest.fixture(scope="module")
+def ws(models, tasks):
+    return build_workspace(models, tasks)
+
+
+def _strip(records):
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in records]
+
+
+def test_relations_follow_the_architecture(ws):
+    assert relation(ws, "clip", "clip") == "same-model"
+    assert relation(ws, "clip", "clip_b") == "same-architecture"
+    assert relation(ws, "clip", "wide") == "cross-family"  # a CLIPModel of another width
+    assert relation(ws, "clip", "siglip") == "cross-family"
+
+
+def test_cell_counts_match_the_paper_formula(models, tasks):
+    # three mutually cross-family models: F x C(T, 2) x (F-1)(F-2) addition and F x (F-1) x T negation cells
+    three = {k: models[k] for k in ("clip", "siglip", "wide")}
+    ws3 = build_workspace(three, tasks)
+    F, T = 3, len(TASKS)
+    add = addition_cells(ws3)
+    assert len(add) == F * math.comb(T, 2) * (F - 1) * (F - 2)
+    assert all(c.target not in c.sources and c.sources[0] != c.sources[1] for c in add)
+    assert len({c.key for c in add}) == len(add)
+    assert len(negation_cells(ws3)) == F * (F - 1) * T
+    assert len(addition_cells(ws3, pairing="any")) == F * math.comb(T, 2) * (F - 1) ** 2
+    same = addition_cells(ws3, groups=["same-model"])
+    assert len(same) == F * math.comb(T, 2) and all(c.sources == (c.target, c.target) for c in same)
+
+
+def test_groups_with_a_same_architecture_pair(ws):
+    cells = addition_cells(ws, groups=["same-architecture"], pairing="any")
+    assert cells and all({c.target, *c.sources} <= {"clip", "clip_b"} and c.target not in c.sources for c in cells)
+    with pytest.raises(ps.PlatonicError, match="unknown cell group"):
+        addition_cells(ws, groups=["cross-model"])
+
+
+def test_cell_numbers_equal_real_folded_models(ws, models, tasks):
+    cell = next(c for c in addition_cells(ws) if c.target == "siglip")
+    settings = CellSettings(alpha=0.7)
+    record = evaluate_cell(ws, cell, settings)
+    target = models["siglip"]
+    bank = ps.OperatorBank(target, ws.ridge_a, ws.ridge_b)
+    descriptors = []
+    for source, task in zip(cell.sources, cell.tasks):
+        grid = tasks[task].grid(ws.per_class, ws.grid_seed)
+        bank.add_grid(grid)
+        # an independent descriptor: two forward passes through the public API
+        descriptors.append(UTD.compute(models[source], ws.finetuned[(source, task)], grid))
+    names = [*cell.tasks, CONTROL]
+    for method, composition in (("closed_form", descriptors[0] + descriptors[1]), ("single_a", descriptors[0].as_composition())):
+        with bank.edit(composition, settings.alpha).applied_to(target):
+            folded = {n: accuracy(target, tasks[n]) for n in names}
+        assert record["results"][method] == pytest.approx(folded, abs=1e-6)
+    assert record["results"]["zero_shot"] == pytest.approx({n: accuracy(target, tasks[n]) for n in names})
+    assert set(record["results"]) == {"zero_shot", "random_utd", "single_a", "single_b", "closed_form", "oracle"}
+    assert record["finetuned"][cell.tasks[0]] == pytest.approx(accuracy(ws.finetuned[("siglip", cell.tasks[0])], tasks[cell.tasks[0]]))
+
+
+def test_negation_and_weight_space_on_a_same_architecture_cell(ws, models, tasks):
+    cell = next(c for c in negation_cells(ws, groups=["same-architecture"]) if c.target == "clip")
+    settings = CellSettings(strength=1.0, weight_space_coef=0.8)
+    record = evaluate_cell(ws, cell, settings)
+    (source,), (task,) = cell.sources, cell.tasks
+    target = copy.deepcopy(models["clip"])
+    vector = TaskVector.from_models(models[source].media_encoder, ws.finetuned[(source, task)].media_encoder)
+    vector.apply_to(target.media_encoder, -0.8)
+    assert record["results"]["weight_space"] == pytest.approx({n: accuracy(target, tasks[n]) for n in (task, CONTROL)})
+    assert "single_a" not in record["results"]
+    # the workspace's target is restored after the weight-space baseline
+    assert ws.accuracies("clip", [task]) == pytest.approx({task: accuracy(models["clip"], tasks[task])})
+
+
+def test_interrupted_run_resumes_without_redoing_cells(ws, tmp_path):
+    cells = addition_cells(ws)[:5] + negation_cells(ws)[:3]
+    clean = run_cells(ws, cells, tmp_path / "clean.jsonl")
+
+    class Stop(Exception):
+        pass
+
+    def stop_after(k):
+        seen = []
+
+        def hook(record):
+            seen.append(record["key"])
+            if len(seen) == k:
+                raise Stop
+        return hook, seen
+
+    path = tmp_path / "run.jsonl"
+    hook, first = stop_after(3)
+    with pytest.raises(Stop):
+        run_cells(ws, cells, path, on_record=hook)
+    assert len(path.read_text().splitlines()) == 3
+    with path.open("a") as fh:  # a run killed in the middle of writing a line
+        fh.write('{"key": "addition|tor')
+    hook, second = stop_after(10**6)
+    fresh = build_workspace()  # a new process: no in-memory caches
+    resumed = run_cells(fresh, cells, path, on_record=hook)
+    assert not set(first) & set(second) and set(first) | set(second) == {c.key for c in cells}
+    assert _strip(resumed) == _strip(clean)
+    assert [json.loads(line)["key"] for line in path.read_text().splitlines()] == first + second
+    with pytest.raises(ps.PlatonicError, match="use a new output path"):
+        run_cells(ws, cells, path, CellSettings(alpha=1.0))
+
+
+def test_no_item_is_encoded_twice_by_one_model(models, tasks, tmp_path):
+    counts: Counter = Counter()
+    three = {k: copy.deepcopy(models[k]) for k in ("clip", "siglip", "wide")}
+    ws3 = build_workspace(three, tasks)
+    for name, model in three.items():  # count what the pretrained models encode (fine-tunes are copies made above)
+        original = model.preprocess
+
+        def counting(items, _name=name, _orig=original):
+            counts[_name] += len(items)
+            return _orig(items)
+
+        model.preprocess = counting
+    run_cells(ws3, addition_cells(ws3) + negation_cells(ws3), tmp_path / "cells.jsonl")
+    probes = sum(ws3.grid(t).shape[0] for t in TASKS)
+    tests = sum(len(tasks[t].test) for t in (*TASKS, CONTROL))
+    assert dict(counts) == {name: probes + tests for name in three}
