@@ -140,6 +140,8 @@ def _register(name: str, cls: type[SiglipEncoder], default_checkpoint: str, desc
         if naflex and cls is not Siglip2Encoder:
             raise PlatonicError(f"family {name!r} has no NaFlex layout (use family 'siglip2')")
         cfg = deep_merge(TINY_NAFLEX_CONFIG if naflex else TINY_CONFIG, config)
+        # the text head maps into the joint space, whose width is the vision tower's
+        cfg["text_config"].setdefault("projection_size", cfg["vision_config"]["hidden_size"])
         tokenizer, cfg["text_config"] = text_config_for(tokenizer, cfg.get("text_config", {}))
         hf_config = Siglip2Config(**cfg) if naflex else SiglipConfig(**cfg)
         return cls.build(hf_config, tokenizer, family=name, **options)

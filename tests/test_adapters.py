@@ -282,3 +282,27 @@ def test_openclip_model_name_with_weights_file(tmp_path):
         ps.load("openclip", name, pretrained=str(tmp_path / "missing.safetensors"))
     with pytest.raises(CheckpointError, match="not an open_clip EVA"):
         ps.load("evaclip", name, pretrained=str(tmp_path / "weights.safetensors"))
+
+
+# Sizes the synthetic worlds train from scratch: patch 4, wider and deeper towers, a joint width of 96.
+CUSTOM = {
+    "clip": {"projection_dim": 96, "vision_config": {"patch_size": 4, "hidden_size": 128, "num_hidden_layers": 3}},
+    "metaclip": {"projection_dim": 96, "vision_config": {"patch_size": 4, "hidden_size": 128, "num_hidden_layers": 3}},
+    "openclip": {"embed_dim": 96, "vision_cfg": {"patch_size": 4, "width": 128, "layers": 3}},
+    "siglip": {"vision_config": {"patch_size": 4, "hidden_size": 96, "num_hidden_layers": 3}},
+    "siglip2": {"vision_config": {"patch_size": 4, "num_patches": 64, "hidden_size": 96, "num_hidden_layers": 3}},
+    "evaclip": {"embed_dim": 96, "timm_kwargs": {"patch_size": 4, "embed_dim": 128, "depth": 3}},
+}
+
+
+@pytest.mark.parametrize("family", sorted(CUSTOM))
+def test_custom_sizes_build_what_they_ask_for(family, caption_tokenizer, tmp_path):
+    enc = ps.from_config(family, CUSTOM[family], tokenizer=caption_tokenizer, seed=1)
+    assert enc.embed_dim == 96
+    q_projs = [n for n, _ in enc.media_encoder.named_modules() if n.endswith(enc.lora_targets[0])]
+    assert len(q_projs) == 3
+    batch = enc.preprocess(_images(2, 10))
+    assert enc.encode_media(batch).shape == enc.encode_text(TEXTS[:2]).shape == (2, 96)
+    enc.save(str(tmp_path))
+    with torch.no_grad():
+        assert torch.equal(ps.load(family, str(tmp_path)).embed_media(batch), enc.embed_media(batch))
