@@ -23,8 +23,17 @@ from platonic_sdk.errors import CheckpointError, PlatonicError
 from platonic_sdk.protocol import AffineSite, DualEncoder
 from platonic_sdk.registry import FamilySpec, register_family
 
-from ._hf import check_family, deep_merge, read_marker, resolve_checkpoint, seeded, text_config_for, write_marker
-from ._text import check_vocab, load_tokenizer
+from ._hf import (
+    check_family,
+    deep_merge,
+    quiet_progress,
+    read_marker,
+    resolve_checkpoint,
+    seeded,
+    text_config_for,
+    write_marker,
+)
+from ._text import check_texts, check_vocab, context_length_of, load_tokenizer
 
 # HTSAT's window attention: the query and value projections of every Swin block.
 LORA_TARGETS = ["attention.self.query", "attention.self.value"]
@@ -114,9 +123,7 @@ class ClapEncoder(DualEncoder):
         return self._model.audio_projection(pooled.pooler_output)
 
     def embed_text(self, texts: Sequence[str]) -> Tensor:
-        if isinstance(texts, str) or len(texts) == 0:
-            raise PlatonicError("embed_text needs a non-empty list of strings")
-        tokens = self.tokenizer(list(texts), padding=True, truncation=True, return_tensors="pt")
+        tokens = self.tokenizer(check_texts(texts), padding=True, truncation=True, return_tensors="pt")
         pooled = self._model.text_model(
             input_ids=tokens["input_ids"].to(self.device), attention_mask=tokens["attention_mask"].to(self.device)
         )
@@ -130,15 +137,21 @@ class ClapEncoder(DualEncoder):
         """A folder with config.json + model.safetensors, the tokenizer and preprocessor_config.json."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        self._model.save_pretrained(path, safe_serialization=True)
+        with quiet_progress():
+            self._model.save_pretrained(path, safe_serialization=True)
         self.tokenizer.save_pretrained(path)
         self.feature_extractor.save_pretrained(path)
         write_marker(path, self.family, self.checkpoint)
 
 
 def _check_fits(config: ClapConfig, extractor: ClapFeatureExtractor) -> None:
-    """HTSAT folds a T x F log-mel into a spec_size^2 image: T <= spec_size * r and F <= spec_size / r, r = spec_size // F."""
+    """HTSAT folds a T x F log-mel into a spec_size^2 image: T <= spec_size * r and F <= spec_size / r, r = spec_size // F.
+
+    Fused models need F = 64: transformers' extractor shrinks long clips to 64 mel bins for the fusion view.
+    """
     audio = config.audio_config
+    if audio.enable_fusion and audio.num_mel_bins != 64:
+        raise PlatonicError(f"a fused CLAP model needs 64 mel bins (the extractor's fusion path assumes them), got {audio.num_mel_bins}")
     ratio = audio.spec_size // audio.num_mel_bins
     frames = extractor.nb_max_samples // extractor.hop_length + 1
     if ratio < 1 or frames > audio.spec_size * ratio:
@@ -164,7 +177,7 @@ def _make_family(name: str, checkpoint: str, fused: bool, tiny: dict[str, Any], 
         cfg = deep_merge(tiny, config or {})
         tokenizer, text = text_config_for(tokenizer, cfg["text_config"])
         # RoBERTa positions start after the padding id: the context needs two extra rows.
-        text["max_position_embeddings"] = max(text["max_position_embeddings"], tokenizer.model_max_length + 2)
+        text["max_position_embeddings"] = max(text["max_position_embeddings"], context_length_of(tokenizer) + 2)
         fusion = {"enable_fusion": fused, "fusion_type": "aff_2d" if fused else None}
         clap_config = ClapConfig(text_config=text, audio_config={**cfg["audio_config"], **fusion},
                                  projection_dim=cfg["projection_dim"])
@@ -182,7 +195,8 @@ def _make_family(name: str, checkpoint: str, fused: bool, tiny: dict[str, Any], 
         if local:
             check_family(read_marker(source), name, source)
         try:
-            model = ClapModel.from_pretrained(source, dtype=dtype or torch.float32)
+            with quiet_progress():
+                model = ClapModel.from_pretrained(source, dtype=dtype or torch.float32)
             features = ClapFeatureExtractor.from_pretrained(source).to_dict()
         except Exception as exc:  # transformers raises OSError, ValueError, ... for missing/corrupt files
             raise CheckpointError(f"cannot load a CLAP model from {source}: {exc}") from exc

@@ -152,3 +152,8 @@ def test_wav_round_trip_through_the_loader_into_an_embedding(tmp_path):
     assert torch.allclose(from_file, from_memory, atol=1e-3)
     g = landmarks(enc, [["the sound of a flute."], ["the sound of a bell."]])
     assert g.shape == (2, enc.embed_dim)
+
+
+def test_a_fused_model_without_64_mel_bins_is_refused():
+    with pytest.raises(ps.PlatonicError, match="64 mel bins"):
+        ps.from_config("clap-htsat-fused", {"audio_config": {"num_mel_bins": 32}})
