@@ -1,0 +1,152 @@
+"""Studies, report and plots: guarantee bound (tight case and every record), sweeps, accumulation,
+held-out transfer, descriptor similarity against independent computations, and a full run folder."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import platonic_sdk as ps
+from platonic_sdk.descriptor import UTD
+from platonic_sdk.evaluate import accuracy, studies
+from platonic_sdk.evaluate.experiment import ExperimentConfig, run_experiment
+from platonic_sdk.evaluate.grid import addition_cells, negation_cells, run_cells
+from platonic_sdk.evaluate.guarantee import guarantee_items
+from platonic_sdk.evaluate.report import cell_table
+from platonic_sdk.evaluate.similarity import similarity
+from platonic_sdk.tasks import Grid
+
+from grid_zoo import CONTROL, TASKS, build_workspace
+
+
+@pytest.fixture(scope="module")
+def ws():
+    return build_workspace()
+
+
+def _unit(degrees):
+    rad = np.deg2rad(np.asarray(degrees, dtype=float))
+    return torch.tensor(np.stack([np.cos(rad), np.sin(rad)], 1))
+
+
+def test_guarantee_bound_is_tight_on_a_constructed_case():
+    # landmarks e1 (class 0) and e2 (class 1); all items are class 0.
+    # far items at 10 deg turn by 5 deg: margin cos10 - sin10 = 0.81 > 2 * 2 sin(2.5 deg) = 0.17 (guaranteed);
+    # near items at 40 deg turn by 10 deg to 50 deg: margin 0.12 < 0.35, and every one of them flips.
+    before = _unit([10] * 6 + [40] * 4)
+    after = _unit([15] * 6 + [50] * 4)
+    g = torch.eye(2, dtype=torch.float64)
+    summary = guarantee_items(before, after, g, np.zeros(10, dtype=int)).summary()
+    assert summary["guaranteed"] == pytest.approx(60.0)
+    assert summary["changed"] == pytest.approx(40.0)
+    assert summary["bound"] == pytest.approx(40.0)
+    assert summary["lost"] == pytest.approx(summary["bound"]) == pytest.approx(summary["observed_loss"])
+    assert summary["violations"] == 0
+
+
+def test_guarantee_never_violated_on_random_edits():
+    gen = torch.Generator().manual_seed(0)
+    f = torch.randn(2000, 8, generator=gen, dtype=torch.float64)
+    g = torch.randn(5, 8, generator=gen, dtype=torch.float64)
+    scale = torch.logspace(-3, 0, 2000, dtype=torch.float64)[:, None]
+    items = guarantee_items(f, f + scale * torch.randn(2000, 8, generator=gen, dtype=torch.float64), g, torch.randint(0, 5, (2000,), generator=gen))
+    s = items.summary()
+    assert not (items.guaranteed & items.changed).any()
+    assert 0 < s["guaranteed"] < 100 and s["changed"] > 0 and s["lost"] <= s["bound"]
+    with pytest.raises(ps.ShapeError):
+        guarantee_items(f, f[:, :4], g, np.zeros(2000))
+
+
+def test_guarantee_holds_on_every_grid_record(ws):
+    cells = addition_cells(ws)[:6] + negation_cells(ws)[:4]
+    records = studies.guarantee(ws, cells, alpha=2.0, strength=2.0)  # large strengths: many changes
+    assert sum(r["pooled"]["changed"] for r in records) > 0
+    for r in records:
+        for s in [r["pooled"], *r["per_set"].values()]:
+            assert s["violations"] == 0 and s["lost"] <= s["bound"] + 1e-9 and s["observed_loss"] <= s["bound"] + 1e-9
+        assert r["pooled"]["items"] == sum(len(ws.tasks[n].test) for n in r["per_set"])
+
+
+def test_strength_sweep_matches_the_grid_records(ws, tmp_path):
+    cells = addition_cells(ws)[:2] + negation_cells(ws)[:2]
+    sweep = studies.strength_sweep(ws, cells, alphas=(0.0, 0.5, 1.0))
+    grid = {r["key"]: r for r in run_cells(ws, cells, tmp_path / "cells.jsonl")}
+    for r in sweep:
+        zero = grid[r["key"]]["results"]["zero_shot"]
+        if r["alpha"] == 0.0:
+            assert r["accuracy"] == pytest.approx(zero)
+        if (r["kind"], r["alpha"]) in (("addition", 0.5), ("negation", 1.0)):
+            assert r["accuracy"] == pytest.approx(grid[r["key"]]["results"]["closed_form"])
+        assert r["control_mean"] == pytest.approx(r["accuracy"][CONTROL])
+
+
+def test_accumulation_schedules_and_normalisation(ws):
+    records = studies.accumulation(ws, "siglip", TASKS, alpha=0.8)
+    assert [(r["J"], r["schedule"]) for r in records] == [(J, s) for J in (1, 2, 3) for s in ("fixed", "divided")]
+    r2 = next(r for r in records if r["J"] == 2 and r["schedule"] == "divided")
+    A = sum(ws.operator("siglip", s, t) for s, t in zip(r2["sources"], TASKS[:2]))
+    assert all(s != "siglip" for s in r2["sources"])
+    expected = [ws.eval_set("siglip", t).accuracy(ws.head("siglip", t), A / 2, 0.8) for t in TASKS[:2]]
+    assert r2["mean_accuracy"] == pytest.approx(np.mean(expected))
+    own = [accuracy(ws.finetuned[("siglip", t)], ws.tasks[t]) for t in TASKS[:2]]
+    assert r2["mean_normalised"] == pytest.approx(np.mean([100 * a / o for a, o in zip(expected, own)]))
+    assert records[0]["mean_accuracy"] == records[1]["mean_accuracy"]  # J = 1: alpha / J = alpha
+
+
+def test_held_out_covers_every_cross_source_pair(ws):
+    records = studies.held_out(ws, "clip", TASKS[:2], TASKS[2], alpha=0.5)
+    sources = [s for s in ws.families if s != "clip"]
+    assert sorted(tuple(r["sources"]) for r in records) == sorted(itertools.product(sources, sources))
+    r = records[0]
+    A = sum(ws.operator("clip", s, t) for s, t in zip(r["sources"], TASKS[:2]))
+    assert r["closed_form"][TASKS[2]] == pytest.approx(ws.eval_set("clip", TASKS[2]).accuracy(ws.head("clip", TASKS[2]), A, 0.5))
+    with pytest.raises(ps.PlatonicError):
+        studies.held_out(ws, "clip", TASKS[:2], TASKS[0])
+
+
+def test_similarity_against_descriptors_computed_from_scratch(ws):
+    fams = ("clip", "siglip")
+    result = similarity(ws, fams, TASKS[:2])
+    assert np.allclose(result.matrix, result.matrix.T) and np.allclose(np.diag(result.matrix), 1)
+    union = Grid.union([ws.grid(t) for t in TASKS[:2]])
+    fresh = {(f, t): UTD.compute(ws.models[f], ws.finetuned[(f, t)], union) for t in TASKS[:2] for f in fams}
+    for (i, a), (j, b) in itertools.combinations(enumerate(result.labels), 2):
+        assert result.matrix[i, j] == pytest.approx(fresh[a].cosine(fresh[b]), abs=1e-5)
+    own = [
+        UTD.compute(ws.models["clip"], ws.finetuned[("clip", t)], ws.grid(t)).cosine(
+            UTD.compute(ws.models["siglip"], ws.finetuned[("siglip", t)], ws.grid(t)))
+        for t in TASKS[:2]
+    ]
+    assert result.same_task_cross_model == pytest.approx(np.mean(own), abs=1e-5)
+    same_model = [fresh[(f, TASKS[0])].cosine(fresh[(f, TASKS[1])]) for f in fams]
+    assert result.same_model_cross_task == pytest.approx(np.mean(same_model), abs=1e-5)
+
+
+def test_report_table_layout_and_means(ws, tmp_path):
+    records = run_cells(ws, addition_cells(ws)[:4], tmp_path / "cells.jsonl")
+    text = cell_table(records, "addition")
+    lines = text.splitlines()
+    assert lines[0] == f"| method | task A | task B | {CONTROL} | cells |"
+    ours = next(line for line in lines if line.startswith("| ours, closed form"))
+    expected = np.mean([r["results"]["closed_form"][r["tasks"][1]] for r in records])
+    assert ours.split("|")[3].strip() == f"{expected:.2f}"
+
+
+def test_run_folder_has_report_and_readable_figures(ws, tmp_path):
+    config = ExperimentConfig(max_cells=4, held_out=(TASKS[0], TASKS[1], TASKS[2]), sweep_alphas=(0.0, 1.0))
+    summary = run_experiment(ws, tmp_path, config, {"seed": 0})
+    report = (tmp_path / "report.md").read_text()
+    for heading in ("## Two-task addition", "## Negation", "## Strength sweep", "## Accumulation",
+                    "## Held-out transfer", "## Guarantee diagnostic", "## Descriptor similarity", "| seed | 0 |"):
+        assert heading in report
+    assert "holds on every record" in report
+    assert set(summary["figures"]) == {"scatter", "sweep", "accumulation", "similarity"}
+    for rel in summary["figures"].values():
+        data = (tmp_path / rel).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+        assert f"]({rel})" in report
+    assert summary["cells"] == 8 and math.isfinite(summary["timings"]["total"])
