@@ -306,3 +306,18 @@ def test_custom_sizes_build_what_they_ask_for(family, caption_tokenizer, tmp_pat
     enc.save(str(tmp_path))
     with torch.no_grad():
         assert torch.equal(ps.load(family, str(tmp_path)).embed_media(batch), enc.embed_media(batch))
+
+
+@pytest.mark.parametrize("family,config", [("clip", None), ("siglip", None), ("siglip2", None)])
+def test_plain_transformers_folders_load(family, config, caption_tokenizer, tmp_path):
+    """A folder written by transformers alone (no platonic.json, no preprocessor config) loads with the family's
+    default preprocessing; a plain SigLIP folder also loads as siglip2 (fixed-resolution SigLIP2 is a SiglipModel)."""
+    enc = ps.from_config(family, config, tokenizer=caption_tokenizer)
+    enc.model.save_pretrained(str(tmp_path))
+    caption_tokenizer.save_pretrained(str(tmp_path))
+    batch = enc.preprocess(_images(2, 11))
+    for name in (family, "siglip2") if family == "siglip" else (family,):
+        back = ps.load(name, str(tmp_path))
+        assert back.family == name and type(back.images) is type(enc.images)
+        with torch.no_grad():
+            assert torch.equal(back.embed_media(back.preprocess(_images(2, 11))), enc.embed_media(batch))
