@@ -200,15 +200,13 @@ def fit_lora(
         return loss + config.orthoreg(lora_updates(tower)) if config.orthoreg.active else loss
 
     with seeded(config.seed, device):
-        lora = inject_lora(tower, model.lora_targets, config.rank, config.lora_alpha)
+        inject_lora(tower, model.lora_targets, config.rank, config.lora_alpha)  # on the copy, dropped after
         _factors(tower)  # fails fast on adapted layers that are not plain linear maps
         params = [p for p in tower.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
         scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
         desc = f"LoRA route on {target.family}"
         losses = train(loss_fn, optimizer, len(pool), config.batch_size, steps, config.seed, scheduler, desc, progress)
-    factors = _factors(tower)
-    lora.unload()
     meta = {
         "target_family": target.family,
         "target_checkpoint": target.checkpoint,
@@ -216,7 +214,7 @@ def fit_lora(
         "steps": steps,
         **config.describe(),
     }
-    return LoraEdit(factors, config.rank, config.lora_alpha, 1.0, meta, losses)
+    return LoraEdit(_factors(tower), config.rank, config.lora_alpha, 1.0, meta, losses)
 
 
 def _factors(tower: nn.Module) -> dict[str, tuple[Tensor, Tensor]]:
