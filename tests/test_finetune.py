@@ -73,6 +73,17 @@ def test_pretrained_encoder_untouched_and_only_lora_targets_change(encoder, lora
     assert type(result.encoder.media_encoder) is type(encoder.media_encoder)  # LoRA merged and unloaded
 
 
+def test_attention_only_full_finetuning_moves_only_attention(encoder, task):
+    result = finetune(encoder, task, FinetuneConfig(mode="full", trainable=r"self_attn\.", lr=1e-3, epochs=1, batch_size=16), progress=False)
+    assert result.task_vector.deltas and all(".self_attn." in k for k in result.task_vector.deltas)
+    assert any(k.endswith("k_proj.weight") for k in result.task_vector.deltas)  # every attention tensor, not only q/v
+    assert result.metadata["trainable"] == r"self_attn\."
+    with pytest.raises(PlatonicError, match="matches"):
+        finetune(encoder, task, FinetuneConfig(mode="full", trainable="no_such_layer"), progress=False)
+    with pytest.raises(PlatonicError, match="full fine-tuning"):
+        FinetuneConfig(trainable="self_attn")
+
+
 def test_seeded_runs_repeat_and_seeds_differ(encoder, task, lora_run):
     again = finetune(encoder, task, FinetuneConfig(**FAST), progress=False)
     assert again.losses == lora_run[0].losses

@@ -28,13 +28,14 @@ def _coef(value: float) -> float:
     return value
 
 
-def _pattern(value: str | None) -> re.Pattern[str] | None:
+def pattern(value: str | re.Pattern[str] | None) -> re.Pattern[str] | None:
+    """attrs converter: a regular expression (compiled), or None; bad ones raise PlatonicError."""
     if value is None:
         return None
     try:
         return re.compile(value)
     except re.error as exc:
-        raise PlatonicError(f"OrthoReg filter {value!r} is not a valid regular expression ({exc})") from None
+        raise PlatonicError(f"{value!r} is not a valid regular expression ({exc})") from None
 
 
 @attrs.frozen
@@ -43,7 +44,7 @@ class OrthoReg:
 
     coef: float = attrs.field(default=0.0, converter=_coef)
     squared: bool = False
-    include: re.Pattern[str] | None = attrs.field(default=None, converter=_pattern)
+    include: re.Pattern[str] | None = attrs.field(default=None, converter=pattern)
 
     @property
     def active(self) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from typing import Any, Callable, Iterator, Literal
 
 import attrs
@@ -25,7 +26,7 @@ from ..protocol import DualEncoder
 from ..tasks import Grid, Task
 from .lora_layers import inject_lora
 from .loop import non_negative, positive, seeded, total_steps, train
-from .orthoreg import OrthoReg, Update, dense_reference, dense_updates, lora_updates
+from .orthoreg import OrthoReg, Update, dense_reference, dense_updates, lora_updates, pattern
 from .weightspace import TaskVector, named_tensors
 
 
@@ -49,10 +50,16 @@ class FinetuneConfig:
     max_steps: int | None = attrs.field(default=None, validator=attrs.validators.optional(positive))
     seed: int = 0
     orthoreg: OrthoReg = attrs.field(factory=OrthoReg)
+    trainable: re.Pattern[str] | None = attrs.field(default=None, converter=pattern)
+
+    def __attrs_post_init__(self) -> None:
+        if self.trainable is not None and self.mode != "full":
+            raise PlatonicError("`trainable` selects parameters for full fine-tuning; LoRA trains lora_targets")
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready record of the recipe (stored with saved fine-tunes)."""
-        return {**attrs.asdict(self, recurse=False), "orthoreg": self.orthoreg.describe()}
+        trainable = self.trainable.pattern if self.trainable else None
+        return {**attrs.asdict(self, recurse=False), "orthoreg": self.orthoreg.describe(), "trainable": trainable}
 
 
 @attrs.define(eq=False)
@@ -95,15 +102,20 @@ def _make_trainable(
     """Per `config.mode`: (trainable parameters, the live updates for OrthoReg, the finaliser).
 
     LoRA: factors on `targets`, updates (alpha / r) B A, finalised by merging into the weights.
-    Full: every tower parameter, updates W - W_pre of the 2-D ones, nothing to finalise.
+    Full: every tower parameter (or those whose name matches `config.trainable`, e.g. "self_attn" for
+    attention-only fine-tuning), updates W - W_pre of the trainable 2-D ones, nothing to finalise.
     """
     if config.mode == "lora":
         lora = inject_lora(tower, targets, config.rank, config.lora_alpha)
         params = [p for p in tower.parameters() if p.requires_grad]
         return params, lambda: lora_updates(tower), lora.merge_and_unload
-    tower.requires_grad_(True)
+    params = [p for name, p in tower.named_parameters() if config.trainable is None or config.trainable.search(name)]
+    if not params:
+        raise PlatonicError(f"no media-tower parameter matches trainable={config.trainable.pattern!r}")
+    for p in params:
+        p.requires_grad_(True)
     reference = dense_reference(tower) if config.orthoreg.active else {}
-    return list(tower.parameters()), lambda: dense_updates(tower, reference), lambda: None
+    return params, lambda: dense_updates(tower, reference), lambda: None
 
 
 def finetune(encoder: DualEncoder, task: Task, config: FinetuneConfig | None = None, progress: bool = True) -> FineTuned:
