@@ -62,3 +62,17 @@ def test_failed_compile_falls_back_to_eager(items) -> None:
         with compiled_media(encoder, encoder.preprocess(items[:4]), backend=broken_backend) as ok:
             assert not ok and "forward" not in vars(encoder.media_encoder)
             assert torch.equal(extract(encoder, items)[1], Z)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_pinned_worker_path_and_autocast(items) -> None:
+    encoder = TinyEncoder(head="residual_head", seed=9).to("cuda")
+    S, Z = extract(encoder, items, batch_size=8)
+    S2, Z2 = extract(encoder, items, batch_size=8, workers=2)  # host preprocessing, pinned, async copy
+    torch.testing.assert_close(S2, S, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(Z2, Z, rtol=1e-5, atol=1e-6)
+    a = torch.randn(4, 4, device="cuda")
+    with autocast("cuda"):
+        assert (a @ a).dtype == torch.bfloat16
+    _, Zb = extract(encoder, items, batch_size=8, amp=True)
+    assert float(torch.nn.functional.cosine_similarity(Zb, Z).min()) > 0.99
