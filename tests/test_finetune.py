@@ -137,3 +137,27 @@ def test_bad_input_is_refused(encoder, task):
     empty = ps.Task("empty", ("red", "green"), ps.Split([], []), ps.Split([], []))
     with pytest.raises(PlatonicError, match="empty"):
         finetune(encoder, empty)
+
+
+def _any_task(modality: str) -> ps.Task:
+    rng = np.random.default_rng(0)
+    if modality == "image":
+        items = [rng.integers(0, 256, size=(32, 32, 3), dtype=np.uint8) for _ in range(8)]
+    else:
+        from platonic_sdk.data.audio import Waveform
+
+        items = [Waveform(rng.standard_normal(8000).astype(np.float32) * 0.1, 16000) for _ in range(8)]
+    split = ps.Split(items, np.arange(8) % 2)
+    return ps.Task("any", ("red circle", "blue square"), split, split)
+
+
+@pytest.mark.parametrize("family", ps.list_families())
+@pytest.mark.parametrize("mode", ["lora", "full"])
+def test_every_family_finetunes_through_the_protocol(family, mode):
+    torch.manual_seed(0)
+    encoder = ps.from_config(family)
+    state = {k: v.clone() for k, v in encoder.model.state_dict().items()}
+    result = finetune(encoder, _any_task(ps.family(family).modality), FinetuneConfig(mode=mode, lr=1e-2, max_steps=2, batch_size=4), progress=False)
+    assert len(result.losses) == 2 and all(np.isfinite(result.losses))
+    assert result.task_vector.deltas and result.task_vector.norm() > 0
+    assert all(torch.equal(encoder.model.state_dict()[k], v) for k, v in state.items())
