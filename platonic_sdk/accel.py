@@ -98,8 +98,8 @@ def compiled_media(encoder: DualEncoder, example: Any, backend: str | Callable =
     module = encoder.media_encoder
     with torch.inference_mode():
         reference = encoder.embed_media(example).float()
-    module.forward = torch.compile(module.forward, backend=backend, mode=mode, dynamic=False)
     try:
+        module.forward = torch.compile(module.forward, backend=backend, mode=mode, dynamic=False)
         with torch.inference_mode():
             got = encoder.embed_media(example).float()
         tolerance = 5e-2 if encoder.dtype == torch.bfloat16 else 1e-3
@@ -109,7 +109,8 @@ def compiled_media(encoder: DualEncoder, example: Any, backend: str | Callable =
         ok = True
     except Exception as exc:  # compilation fails in many library-specific ways; eager always works
         warnings.warn(f"torch.compile of the {encoder.family} media tower failed, running eager: {exc}", stacklevel=3)
-        del module.forward
+        if "forward" in vars(module):
+            del module.forward
         ok = False
     try:
         yield ok
@@ -134,7 +135,7 @@ def extract(
     """
     site = encoder.last_affine()
     s_parts, z_parts = [], []
-    total = -(-len(items) // batch_size) if batch_size > 0 else 0
+    total = -(-len(items) // max(batch_size, 1))
     with autocast(encoder.device, amp):
         for batch in tqdm(batches(encoder, items, batch_size, workers), total=total, disable=not progress, leave=False):
             s, z = site.site_inputs(encoder, batch)

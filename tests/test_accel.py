@@ -52,14 +52,21 @@ def test_compiled_media_matches_eager_and_is_undone(head: str, items) -> None:
     torch.testing.assert_close(Z2, Z, rtol=1e-5, atol=1e-6)
 
 
-def test_failed_compile_falls_back_to_eager(items) -> None:
-    def broken_backend(graph, example_inputs):
-        raise RuntimeError("no compiler here")
+def _broken_backend(graph, example_inputs):
+    raise RuntimeError("no compiler here")
 
+
+def _wrong_backend(graph, example_inputs):
+    """Compiles to a function that doubles every output: must be caught by the eager comparison."""
+    return lambda *args: [2 * out for out in graph(*args)]
+
+
+@pytest.mark.parametrize("backend", [_broken_backend, _wrong_backend])
+def test_failed_compile_falls_back_to_eager(backend, items) -> None:
     encoder = TinyEncoder(seed=7)
     _, Z = site_features(encoder, items)
     with pytest.warns(UserWarning, match="running eager"):
-        with compiled_media(encoder, encoder.preprocess(items[:4]), backend=broken_backend) as ok:
+        with compiled_media(encoder, encoder.preprocess(items[:4]), backend=backend) as ok:
             assert not ok and "forward" not in vars(encoder.media_encoder)
             assert torch.equal(extract(encoder, items)[1], Z)
 
