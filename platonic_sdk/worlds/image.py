@@ -36,6 +36,7 @@ from .scenes import (
 )
 
 Sampler = Callable[[np.random.Generator, int], Scene]
+DIGIT_TEST_POOL = 600  # handwritten digits reserved for test splits (of 1,797)
 
 
 def _pick(rng: np.random.Generator, options) -> str:
@@ -51,13 +52,22 @@ def _place(rng: np.random.Generator, position: str | None) -> tuple[float, float
 
 
 def _scatter(rng: np.random.Generator, count: int, radius: float, size: int = 32) -> tuple[tuple[float, float], ...]:
-    """`count` centres (frame fractions) whose discs of `radius` px stay apart and inside the frame."""
+    """`count` centres (frame fractions) whose discs of `radius` px stay apart and inside the frame.
+
+    Rejection sampling; a layout that gets stuck (50 misses in a row) is redrawn from scratch.
+    """
     margin = (radius + 1) / size
     centres: list[tuple[float, float]] = []
+    misses = 0
     while len(centres) < count:
         c = tuple(float(v) for v in rng.uniform(margin, 1 - margin, size=2))
         if all(np.hypot(c[0] - o[0], c[1] - o[1]) * size > 2.3 * radius for o in centres):
             centres.append(c)
+            misses = 0
+        else:
+            misses += 1
+            if misses == 50:
+                centres, misses = [], 0
     return tuple(centres)
 
 
@@ -298,14 +308,24 @@ class ImageWorld:
         return task
 
     def _digit_splits(self, m: int) -> dict[str, Split]:
-        """Handwritten digits as white strokes on black, split by a seeded permutation (disjoint)."""
+        """Handwritten digits as white strokes on black.
+
+        The 1,797 digits are cut once (fixed key, any world seed) into a train pool and a test pool of
+        DIGIT_TEST_POOL items; the seed draws each split from its own pool, so no seed's test item was
+        ever in any seed's train split (the shipped fine-tunes never saw a test digit).
+        """
         from sklearn.datasets import load_digits
 
         digits = load_digits()
-        order = np.random.default_rng([self.seed, _stream_key("digits")]).permutation(len(digits.target))
-        n_train, n_test = self.train_per_class * m, self.test_per_class * m
+        pools = np.random.default_rng(_stream_key("digit-pools")).permutation(len(digits.target))
+        pool = {"train": pools[DIGIT_TEST_POOL:], "test": pools[:DIGIT_TEST_POOL]}
+        sizes = {"train": self.train_per_class * m, "test": self.test_per_class * m}
         out = {}
-        for split, ids in (("train", order[:n_train]), ("test", order[n_train : n_train + n_test])):
+        for split in ("train", "test"):
+            if sizes[split] > len(pool[split]):
+                raise PlatonicError(f"handwritten_digits: {sizes[split]} {split} items asked, the pool holds {len(pool[split])}")
+            rng = np.random.default_rng([self.seed, _stream_key(f"digits/{split}")])
+            ids = rng.permutation(pool[split])[: sizes[split]]
             items = []
             for i in ids:
                 bitmap = tuple(tuple(float(v) / 16.0 for v in row) for row in digits.images[i])

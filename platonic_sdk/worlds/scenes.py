@@ -171,6 +171,11 @@ def jitter_rgb(name: str, rng: np.random.Generator, amount: int = 18) -> tuple[i
     return tuple(int(v) for v in np.clip(base, 0, 255))
 
 
+def plural(noun: str) -> str:
+    """English plural of a shape name (cross -> crosses)."""
+    return noun + ("es" if noun.endswith("s") else "s")
+
+
 def caption(scene: Scene, rng: np.random.Generator) -> str:
     """Describe a random subset of the scene's attributes (at least one) with a small grammar.
 
@@ -189,7 +194,7 @@ def caption(scene: Scene, rng: np.random.Generator) -> str:
         return f"{prefix}{what}{tail}{where}{bg}".strip()
     shape = scene.shape if keep(0.6) else ""
     if scene.count > 1 or keep(0.15):
-        words = [COUNTS[scene.count - 1], colour, (shape + "s") if shape else "objects"]
+        words = [COUNTS[scene.count - 1], colour, plural(shape) if shape else "objects"]
         if scene.count == 1:
             words[-1] = shape or "object"
         return (prefix + " ".join(w for w in words if w) + bg).strip()
