@@ -17,6 +17,7 @@ import torch
 
 from ..errors import PlatonicError
 from ..linalg import descriptor_cosine, unit_rows
+from ..protocol import DualEncoder
 from .workspace import Workspace
 
 
@@ -55,12 +56,13 @@ def union_descriptor(ws: Workspace, family: str, task: str, grid_tasks: Sequence
 
 
 def similarity(ws: Workspace, families: Sequence[str] | None = None, tasks: Sequence[str] | None = None) -> SimilarityResult:
-    """Cosine similarities of every (family, task) descriptor whose fine-tuned model is available."""
+    """Cosine similarities of every (family, task) descriptor whose fine-tuned model is available
+    (the union grid needs the fine-tuned model; descriptors loaded from files are left out)."""
     families = tuple(families or ws.families)
     tasks = tuple(tasks or ws.transfer_tasks)
-    labels = tuple((f, t) for t in tasks for f in families if (f, t) in ws.finetuned)
+    labels = tuple((f, t) for t in tasks for f in families if isinstance(ws.finetuned.get((f, t)), DualEncoder))
     if len(labels) < 2:
-        raise PlatonicError("descriptor similarity needs at least two fine-tunes")
+        raise PlatonicError("descriptor similarity needs at least two fine-tuned models (stored descriptors cannot be recomputed)")
     union = {label: union_descriptor(ws, *label, tasks) for label in labels}
     n = len(labels)
     matrix = np.eye(n)

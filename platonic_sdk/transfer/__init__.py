@@ -2,6 +2,16 @@
 
 from .closed_form import GridState, OperatorBank
 from .edit import Edit, OperatorEdit
-from .lora import LoraEdit, LoraRouteConfig, fit_lora
+
+_LORA_NAMES = ("LoraEdit", "LoraRouteConfig", "fit_lora")  # lora.py imports peft (seconds): load on first use
+
+
+def __getattr__(name: str):
+    if name in _LORA_NAMES:
+        from . import lora
+
+        return getattr(lora, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["Edit", "GridState", "LoraEdit", "LoraRouteConfig", "OperatorBank", "OperatorEdit", "fit_lora"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import importlib
 import os
 from typing import Any, ClassVar, Iterator
 
@@ -17,6 +18,9 @@ from torch import Tensor
 from ..errors import PlatonicError, ShapeError, check_finite, check_strength
 from ..io import load_tensors, save_tensors
 from ..protocol import DualEncoder
+
+# Edit kinds whose classes live in modules that `platonic_sdk.transfer` imports lazily.
+_DEFERRED_KINDS = {"lora_edit": "platonic_sdk.transfer.lora"}
 
 
 class Edit(abc.ABC):
@@ -98,6 +102,8 @@ class Edit(abc.ABC):
     def load(cls, path: str | os.PathLike) -> "Edit":
         """Load any saved edit; the file's kind picks the class."""
         tensors, meta, kind = load_tensors(path)
+        if kind not in Edit._kinds and kind in _DEFERRED_KINDS:  # defined in a module not imported yet
+            importlib.import_module(_DEFERRED_KINDS[kind])
         if kind not in Edit._kinds:
             raise PlatonicError(f"{path} holds a {kind!r}, which is not an edit (known: {sorted(Edit._kinds)})")
         if cls is not Edit and not issubclass(Edit._kinds[kind], cls):
