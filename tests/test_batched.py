@@ -28,6 +28,7 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
         (90, 24, 3, 24),  # tall F, projection site (q = d)
         (12, 40, 4, 32),  # wide F: more width than probes
         (60, 17, 2, 16),  # residual head: q = h + 1 differs from d
+        (45, 6, 9, 5),  # more landmarks than width: G is tall
     ],
 )
 def test_matches_ridge_solver(P: int, q: int, M: int, d: int) -> None:
@@ -74,14 +75,14 @@ def test_ill_conditioned_side_still_exact() -> None:
     gram = G.T @ G
     mu = 1e-12 * torch.trace(gram) / 4
     naive = torch.linalg.solve(gram + mu * torch.eye(10, dtype=torch.float64), G.T)
-    assert rel(naive, ridge_pinv(G, 1e-12)) > 1e-9
+    assert rel(naive, ridge_pinv(G, 1e-12).dense()) > 1e-9
 
 
 def test_zero_ridge_is_the_pseudo_inverse() -> None:
     m = embeddings(9, 5, 8)
-    assert rel(ridge_pinv(m, 0.0), torch.linalg.pinv(m)) < 1e-9
+    assert rel(ridge_pinv(m, 0.0).dense(), torch.linalg.pinv(m)) < 1e-9
     wide = embeddings(4, 11, 9)
-    assert rel(ridge_pinv(wide, 0.0), torch.linalg.pinv(wide)) < 1e-9
+    assert rel(ridge_pinv(wide, 0.0).dense(), torch.linalg.pinv(wide)) < 1e-9
 
 
 def test_sequence_input_and_output_dtype() -> None:
