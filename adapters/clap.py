@@ -113,10 +113,10 @@ class ClapEncoder(DualEncoder):
             out = self.feature_extractor(waves, sampling_rate=self.sample_rate, return_tensors="pt")
         finally:
             np.random.set_state(state)
-        return {
-            "input_features": out["input_features"].to(device=self.device, dtype=self.dtype),
-            "is_longer": out["is_longer"].to(self.device),
-        }
+        # The extractor flags one random clip of an all-short batch as "longer" (a training trick): a
+        # clip's embedding would then depend on its batch. Flag exactly the clips longer than the window.
+        longer = torch.tensor([[w.size > self.feature_extractor.nb_max_samples] for w in waves], device=self.device)
+        return {"input_features": out["input_features"].to(device=self.device, dtype=self.dtype), "is_longer": longer}
 
     def embed_media(self, batch: dict[str, Tensor]) -> Tensor:
         pooled = self._model.audio_model(input_features=batch["input_features"], is_longer=batch["is_longer"])

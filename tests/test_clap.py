@@ -157,3 +157,12 @@ def test_wav_round_trip_through_the_loader_into_an_embedding(tmp_path):
 def test_a_fused_model_without_64_mel_bins_is_refused():
     with pytest.raises(ps.PlatonicError, match="64 mel bins"):
         ps.from_config("clap-htsat-fused", {"audio_config": {"num_mel_bins": 32}})
+
+
+def test_a_clip_embeds_the_same_alone_and_in_a_batch(case):
+    _, enc = case
+    clips = _clips()
+    with torch.no_grad():
+        together = enc.embed_media(enc.preprocess(clips))
+        alone = torch.cat([enc.embed_media(enc.preprocess([c])) for c in clips])
+    assert torch.allclose(together, alone, atol=1e-4)
