@@ -1,25 +1,43 @@
-"""Accuracy from cached features equals accuracy after folding the edit and re-encoding."""
+"""Accuracy from cached features equals accuracy after folding the edit and re-encoding (real tiny families)."""
 
 from __future__ import annotations
+
+import copy
 
 import pytest
 import torch
 
+import platonic_sdk
 from platonic_sdk import UTD, OperatorBank
 from platonic_sdk.evaluate import FeatureCache, accuracy, predict
 from platonic_sdk.features import encode_items, landmarks
-from tiny_encoder import TinyEncoder, tiny_task
+from tiny_encoder import tiny_task
 
 STRENGTHS = (0.5, 2.0, 8.0)
 
 
-@pytest.mark.parametrize("head", ["projection", "residual_head"])
-def test_cached_accuracy_equals_reencoded(head: str, tmp_path) -> None:
+def perturbed(encoder, scale: float, seed: int):
+    """A copy with Gaussian noise on the media tower: a stand-in for a fine-tuned state."""
+    other = copy.deepcopy(encoder)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in other.media_encoder.parameters():
+            p.add_(scale * p.std().nan_to_num() * torch.randn(p.shape, generator=gen))
+    return other
+
+
+@pytest.fixture(scope="module")
+def source_descriptor():
     task = tiny_task()
     grid = task.grid(per_class=8)
-    source = TinyEncoder(dim=10, seed=1)
-    descriptor = UTD.compute(source, source.perturbed(0.5, seed=2), grid)
-    target = TinyEncoder(dim=14, head=head, seed=3)
+    source = platonic_sdk.from_config("clip")
+    return task, grid, UTD.compute(source, perturbed(source, 0.5, seed=2), grid)
+
+
+@pytest.mark.parametrize("family,config", [("clip", {"projection_dim": 48}), ("siglip", None)])
+def test_cached_accuracy_equals_reencoded(family: str, config, source_descriptor, tmp_path) -> None:
+    task, grid, descriptor = source_descriptor
+    target = platonic_sdk.from_config(family, config)
     bank = OperatorBank(target)
     bank.add_grid(grid)
     cache = FeatureCache.build(target, task.test)

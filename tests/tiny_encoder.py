@@ -6,7 +6,6 @@ the text tower embeds bytes with an EmbeddingBag and a linear map. Random weight
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Sequence
 
 import numpy as np
@@ -92,15 +91,6 @@ class TinyEncoder(DualEncoder):
 
     def save(self, path: str) -> None:
         save_tensors(path, self._model.state_dict(), "tiny_encoder", {"dim": self._dim})
-
-    def perturbed(self, scale: float, seed: int) -> "TinyEncoder":
-        """A copy with Gaussian noise on the media tower: a stand-in for a fine-tuned state."""
-        other = copy.deepcopy(self)
-        gen = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            for p in other.media_encoder.parameters():
-                p.add_(scale * p.std() * torch.randn(p.shape, generator=gen))
-        return other
 
 
 def tiny_task(n_train: int = 48, n_test: int = 40, classes: int = 4, seed: int = 0) -> Task:
