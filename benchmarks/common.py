@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import sys
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # benchmarks never touch the model hub
+ROOT = Path(__file__).resolve().parent.parent
+if importlib.util.find_spec("platonic_sdk") is None:  # a source checkout that is not installed
+    sys.path.insert(0, str(ROOT))
+
+import platonic_sdk  # noqa: E402
+
+if importlib.util.find_spec("platonic_sdk.adapters") is None:
+    # not installed (the GPU machine): map the top-level adapters/ folder as pyproject's package-dir does
+    platonic_sdk.__path__.append(str(ROOT))
 
 # ViT-L/14 at 224 px (the vision tower of openai/clip-vit-large-patch14), projection to 768
 VIT_L14 = {
