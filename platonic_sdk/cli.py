@@ -176,16 +176,23 @@ def apply_config(parser: Parser, argv: Sequence[str], args: argparse.Namespace) 
     unknown = sorted(k for k in settings if k not in known)
     if unknown:
         raise PlatonicError(f"config file {args.config}: unknown setting(s) for `{args.command}`: {', '.join(unknown)}")
-    sub = _subparser(parser, args.command)
-    sub.set_defaults(**settings)
-    return parser.parse_args(argv)
+    _subparser(parser, args.command).set_defaults(**settings)
+    return parse(parser, argv)
+
+
+def parse(parser: Parser, argv: Sequence[str]) -> argparse.Namespace:
+    """parse_args, with unknown options reported by the subcommand's parser (its usage, its name)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        _subparser(parser, args.command).error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `platonic` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     try:
         if args.config:
             args = apply_config(parser, argv, args)

@@ -1,0 +1,227 @@
+"""The `platonic` command on tiny checkpoints: each subcommand's happy path as a subprocess, and a bad
+input for each (one as a subprocess, the rest through `cli.main` in this process to save start-ups).
+
+Bad input must give exit status 2 and one `platonic <command>: error: ...` line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import platonic_sdk as ps
+from platonic_sdk import cli
+from platonic_sdk.descriptor import UTD
+from platonic_sdk.evaluate import accuracy
+from platonic_sdk.transfer import Edit
+from platonic_sdk.worlds.image import ImageWorld
+
+WORLD = ["--train-per-class", "4", "--test-per-class", "3", "--per-class", "2", "--quiet"]
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+
+
+def platonic(*args: str, cwd: Path, ok: bool = True) -> subprocess.CompletedProcess:
+    """Run one `platonic` command as a subprocess."""
+    return platonic_together([args], cwd, ok)[0]
+
+
+def platonic_together(commands: list[tuple[str, ...]], cwd: Path, ok: bool = True) -> list[subprocess.CompletedProcess]:
+    """Run independent `platonic` commands as concurrent subprocesses (start-up dominates: use both cores)."""
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "platonic_sdk.cli", *args], cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for args in commands
+    ]
+    done = []
+    for args, proc in zip(commands, procs):
+        out, err = proc.communicate(timeout=300)
+        done.append(subprocess.CompletedProcess(args, proc.returncode, out, err))
+        if ok:
+            assert proc.returncode == 0, f"{args}: {err}"
+    return done
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, command: str, words: str) -> None:
+    assert_error_text(proc.returncode, proc.stderr, command, words)
+
+
+def assert_error_text(status: int, stderr: str, command: str, words: str) -> None:
+    assert status == 2
+    assert "Traceback" not in stderr
+    errors = [line for line in stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and errors[0].startswith(f"platonic {command}: error:") and words in errors[0], stderr
+
+
+def in_process(capsys, work: Path, command: str, words: str, *args: str) -> None:
+    """Run `platonic command args` through cli.main in `work` and check its one-line error."""
+    old = Path.cwd()
+    os.chdir(work)
+    try:
+        status = cli.main([command, *args])
+    except SystemExit as exc:  # argparse errors exit
+        status = exc.code
+    finally:
+        os.chdir(old)
+    assert_error_text(status, capsys.readouterr().err, command, words)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    """Pretrained and fine-tuned tiny checkpoints of two families (the fine-tune: moved media weights)."""
+    root = tmp_path_factory.mktemp("cli")
+    for seed, fam in enumerate(("clip", "siglip")):
+        model = ps.from_config(fam, seed=seed)
+        model.save(str(root / f"{fam}_pre"))
+        with torch.no_grad():
+            gen = torch.Generator().manual_seed(10 + seed)
+            for p in model.media_encoder.parameters():
+                p.add_(0.05 * torch.randn(p.shape, generator=gen))
+        model.save(str(root / f"{fam}_ft"))
+    return root
+
+
+@pytest.fixture(scope="module")
+def first(work) -> dict[str, subprocess.CompletedProcess]:
+    """Stage 1: both descriptors, the family list, the demo's help and a bad option, run together."""
+    names = ("utd_a", "utd_b", "families", "families_bad", "demo_help")
+    procs = platonic_together([
+        ("utd", "--family", "clip", "--checkpoint", "clip_pre", "--ft-checkpoint", "clip_ft", "--task", "small_shapes", *WORLD, "-o", "a.safetensors"),
+        ("utd", "--family", "siglip", "--checkpoint", "siglip_pre", "--finetune", "--max-steps", "2", "--lr", "1e-3",
+         "--task", "amber_shapes", *WORLD, "-o", "b.safetensors"),
+        ("families",),
+        ("families", "--modality", "video"),
+        ("demo", "--help"),
+    ], work, ok=False)
+    return dict(zip(names, procs))
+
+
+@pytest.fixture(scope="module")
+def descriptors(work, first) -> Path:
+    for name in ("utd_a", "utd_b"):
+        assert first[name].returncode == 0, first[name].stderr
+    return work
+
+
+def test_families_lists_the_registry(first):
+    assert first["families"].returncode == 0
+    assert {line.split()[0] for line in first["families"].stdout.splitlines()} == set(ps.list_families())
+    assert_one_line_error(first["families_bad"], "families", "invalid choice")
+
+
+def test_utd_files_match_the_python_api(descriptors):
+    work = descriptors
+    a = UTD.load(work / "a.safetensors")
+    task = ImageWorld(train_per_class=4, test_per_class=3).task("small_shapes")
+    expected = UTD.compute(ps.load("clip", str(work / "clip_pre")), ps.load("clip", str(work / "clip_ft")), task.grid(2, 0))
+    assert a.grid_id == expected.grid_id and torch.allclose(a.matrix, expected.matrix, atol=1e-5)
+    b = UTD.load(work / "b.safetensors")
+    assert b.task == "amber_shapes" and b.provenance["finetune"]["steps"] == 2 and b.matrix.norm() > 0
+
+
+
+def test_utd_bad_task(work, capsys):
+    in_process(capsys, work, "utd", "unknown task 'no_such_task'",
+               "--family", "clip", "--checkpoint", "clip_pre", "--ft-checkpoint", "clip_ft", "--task", "no_such_task", "-o", "x.safetensors")
+    assert not (work / "x.safetensors").exists()
+
+
+def test_bank_edit_evaluate_chain(descriptors, capsys):
+    work = descriptors
+    platonic_together([
+        ("bank", "--family", "siglip", "--checkpoint", "siglip_pre", "--descriptor", "a.safetensors", "b.safetensors", *WORLD, "-o", "bank.safetensors"),
+        ("edit", "--family", "siglip", "--checkpoint", "siglip_pre", "--add", "a.safetensors", "--negate", "b.safetensors",
+         "--alpha", "0.7", *WORLD, "-o", "direct.safetensors", "--save-model", "edited"),
+    ], work)
+    _, evaluated = platonic_together([
+        ("edit", "--bank", "bank.safetensors", "--add", "a", "--term", "b=-1", "--alpha", "0.7", "-o", "from_bank.safetensors"),
+        ("evaluate", "--family", "siglip", "--checkpoint", "siglip_pre", "--task", "small_shapes", "--task", "amber_shapes",
+         "--edit", "direct.safetensors", "--json", *WORLD),
+    ], work)
+    direct, from_bank = Edit.load(work / "direct.safetensors"), Edit.load(work / "from_bank.safetensors")
+    assert direct.alpha == from_bank.alpha == 0.7
+    assert torch.allclose(direct.operator, from_bank.operator, atol=1e-6)
+
+    rows = json.loads(evaluated.stdout)
+    world = ImageWorld(train_per_class=4, test_per_class=3)
+    target = ps.load("siglip", str(work / "siglip_pre"))
+    saved = ps.load("siglip", str(work / "edited"))
+    for name in ("small_shapes", "amber_shapes"):
+        task = world.task(name)
+        assert rows[name]["zero_shot"] == pytest.approx(accuracy(target, task))
+        with direct.applied_to(target):
+            assert rows[name]["edited"] == pytest.approx(accuracy(target, task))
+        assert rows[name]["edited"] == pytest.approx(accuracy(saved, task))
+
+    in_process(capsys, work, "bank", "no such file", "--family", "siglip", "--descriptor", "missing.safetensors", "-o", "x.safetensors")
+    in_process(capsys, work, "edit", "NAME=COEFFICIENT", "--bank", "bank.safetensors", "--term", "a=lots", "-o", "x.safetensors")
+    in_process(capsys, work, "evaluate", "no_such_folder", "--family", "clip", "--checkpoint", "no_such_folder", "--task", "small_shapes", *WORLD)
+
+
+GRID_TOML = """
+seed = 0
+[grid]
+tasks = ["small_shapes", "amber_shapes"]
+controls = ["control_shapes"]
+train_per_class = 4
+test_per_class = 3
+per_class = 2
+ridge_b = 0.1
+sweep_alphas = [0.0, 0.5, 1.0]
+quiet = true
+
+[grid.models.clip]
+family = "clip"
+checkpoint = "clip_pre"
+
+[grid.models.siglip]
+family = "siglip"
+checkpoint = "siglip_pre"
+
+[[grid.finetuned]]
+model = "clip"
+task = "small_shapes"
+checkpoint = "clip_ft"
+
+[[grid.finetuned]]
+model = "siglip"
+task = "small_shapes"
+checkpoint = "siglip_ft"
+
+[[grid.finetuned]]
+model = "clip"
+task = "amber_shapes"
+utd = "a_amber.safetensors"
+
+[[grid.finetuned]]
+model = "siglip"
+task = "amber_shapes"
+utd = "b.safetensors"
+"""
+
+
+def test_grid_from_a_config_file(descriptors, capsys):
+    work = descriptors
+    task = ImageWorld(train_per_class=4, test_per_class=3).task("amber_shapes")
+    UTD.compute(ps.load("clip", str(work / "clip_pre")), ps.load("clip", str(work / "clip_ft")), task.grid(2, 0)).save(work / "a_amber.safetensors")
+    (work / "grid.toml").write_text(GRID_TOML)
+    proc = platonic("grid", "--config", "grid.toml", "--out", "run", cwd=work)
+    assert "wall time" in proc.stdout
+    cells = [json.loads(line) for line in (work / "run/cells.jsonl").read_text().splitlines()]
+    # two targets x one cross source pair (addition) + two targets x one source x two tasks (negation)
+    assert sorted(c["kind"] for c in cells) == ["addition"] * 2 + ["negation"] * 4
+    report = (work / "run/report.md").read_text()
+    assert "## Two-task addition" in report and "| ridge_b (relative) | 0.1 |" in report
+    assert sorted(p.name for p in (work / "run/figures").iterdir()) == ["accumulation.png", "similarity.png", "strength_sweep.png", "two_task_scatter.png"]
+    (work / "bad.toml").write_text("[grid]\nalpah = 0.5\n")
+    in_process(capsys, work, "grid", "alpah", "--config", "bad.toml", "--out", "run2")
+    assert not (work / "run2").exists()
+
+
+def test_demo_subcommand_is_wired(work, first, capsys):
+    assert "usage: platonic demo" in first["demo_help"].stdout
+    in_process(capsys, work, "demo", "unrecognized arguments", "--no-such-option")
