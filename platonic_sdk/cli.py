@@ -66,11 +66,11 @@ def _model(required_help: str = "") -> Parser:
     return p
 
 
-def _ridge() -> Parser:
+def _ridge(default_b: float | None = 1e-6, note: str = "1e-6") -> Parser:
     p = Parser(add_help=False)
     g = p.add_argument_group("closed form")
     g.add_argument("--ridge-a", type=float, default=1e-2, help="probe-side ridge, relative to mean sigma(F)^2 (1e-2)")
-    g.add_argument("--ridge-b", type=float, default=1e-6, help="landmark-side ridge, relative to mean sigma(G)^2 (1e-6)")
+    g.add_argument("--ridge-b", type=float, default=default_b, help=f"landmark-side ridge, relative to mean sigma(G)^2 ({note})")
     return p
 
 
@@ -117,7 +117,8 @@ def build_parser() -> Parser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=commands.cmd_evaluate)
 
-    p = sub.add_parser("grid", parents=[common, data, ridge], help="run a cell grid and its studies; write report.md")
+    grid_ridge = _ridge(None, "1e-6; synthetic worlds: the demo's 0.1")
+    p = sub.add_parser("grid", parents=[common, data, grid_ridge], help="run a cell grid and its studies; write report.md")
     p.add_argument("--out", metavar="DIR", help="run folder (rerunning resumes finished cells)")
     p.add_argument("--world", choices=("image", "audio"), default="image", help="synthetic zoo to use without models in --config")
     p.add_argument("--families", nargs="+", help="zoo families to include (default: all)")
@@ -130,13 +131,14 @@ def build_parser() -> Parser:
     p.add_argument("--strength", type=float, default=1.0, help="negation strength (1.0)")
     p.add_argument("--weight-space-coef", type=float, default=0.5, help="task-arithmetic coefficient (0.5)")
     p.add_argument("--sweep-alphas", nargs="+", type=float, default=[0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0])
-    p.add_argument("--held-out", nargs="+", metavar="TASK", help="related tasks then the held-out task")
+    p.add_argument("--held-out", nargs="+", metavar="TASK", help="related tasks then the held-out task (worlds: their trio)")
     p.add_argument("--no-similarity", action="store_true", help="skip the descriptor similarity study")
     p.add_argument("--max-cells", type=int, help="at most this many cells per kind")
     p.set_defaults(func=commands.cmd_grid, models=None, finetuned=None)
 
     p = sub.add_parser("demo", parents=[common], help="the offline demo on the synthetic world")
     p.add_argument("--out", default="out/demo", help="output folder (out/demo)")
+    p.add_argument("--modality", choices=("image", "audio"), default="image", help="which world and zoo (image)")
     p.set_defaults(func=commands.cmd_demo)
     return parser
 

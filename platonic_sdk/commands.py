@@ -285,28 +285,46 @@ def cmd_grid(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     if args.models:
+        args.ridge_b = PAPER_RIDGE_B if args.ridge_b is None else args.ridge_b
         ws = workspace_from_config(args)
-        describe = {"models": "from config", "seed": args.seed}
+        describe = {"models": f"from {args.config}"}
     else:
         ws, describe = world_workspace(args)
+    held_out = tuple(args.held_out or ())
+    for name in held_out:  # evaluation-only tasks join the workspace (never probed, never fine-tuned)
+        ws.tasks.setdefault(name, _world_task(name, args))
     config = ExperimentConfig(
         kinds=args.kinds, groups=args.groups, pairing=args.pairing, alpha=args.alpha, strength=args.strength,
-        weight_space_coef=args.weight_space_coef, sweep_alphas=args.sweep_alphas, held_out=args.held_out or (),
+        weight_space_coef=args.weight_space_coef, sweep_alphas=args.sweep_alphas, held_out=held_out,
         similarity=not args.no_similarity, max_cells=args.max_cells,
     )
+    describe = {**describe, "seed": args.seed, "command": "platonic grid"}
     summary = run_experiment(ws, _require(args.out, "--out"), config, describe, progress=not args.quiet)
     wall = time.perf_counter() - started
     print(f"{summary['cells']} cells; report {summary['report']}; wall time {wall:.1f} s (run stages {summary['timings']['total']:.1f} s)")
     return 0
 
 
+PAPER_RIDGE_B = 1e-6
+# world name -> (module of the world, its class, module with the zoo's workspace_for_grid)
+WORLDS = {
+    "image": ("platonic_sdk.worlds.image", "ImageWorld", "platonic_sdk.worlds.zoo"),
+    "audio": ("platonic_sdk.worlds.audio", "AudioWorld", "platonic_sdk.worlds.audio"),
+}
+
+
 def world_workspace(args: argparse.Namespace):
-    """The synthetic world's zoo as a Workspace (models and fine-tunes from platonic_sdk.worlds.zoo)."""
-    try:
-        from .worlds import zoo
-    except ImportError:
-        raise PlatonicError("the synthetic zoo (platonic_sdk.worlds.zoo) is not available; give models in a --config file") from None
-    return zoo.workspace_for_grid(args)
+    """A synthetic world's shipped zoo as a Workspace, with the world's ridge and held-out trio as defaults."""
+    import importlib
+
+    from .demo import DemoConfig
+
+    world_module, world_class, zoo_module = WORLDS[args.world]
+    if args.ridge_b is None:
+        args.ridge_b = DemoConfig().ridge_b  # the worlds' landmark ridge (METHOD sec. 11), not the paper's
+    if args.held_out is None:
+        args.held_out = list(getattr(importlib.import_module(world_module), world_class)().trio)
+    return importlib.import_module(zoo_module).workspace_for_grid(args)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
