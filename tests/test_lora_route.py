@@ -148,16 +148,7 @@ def test_strength_sweep_drives_lora_and_closed_form_edits_alike(target, fitted):
         assert all(torch.equal(target.model.state_dict()[k], v) for k, v in state.items())
 
 
-def _families() -> list:
-    """Every registered family; fused CLAP is a known adapter issue (see the xfail reason)."""
-    reason = (
-        "fused CLAP's feature extractor flags one random clip of every batch as 'longer' when none is, so "
-        "an item's embedding depends on its batch and the unedited forward is not reproducible"
-    )
-    return [pytest.param(f, marks=pytest.mark.xfail(reason=reason, strict=False)) if f == "clap-htsat-fused" else f for f in ps.list_families()]
-
-
-@pytest.mark.parametrize("family", _families())
+@pytest.mark.parametrize("family", ps.list_families())
 def test_ci_sized_fit_on_every_family(family):
     """Any family: the fit starts at the unedited model, runs in seconds, and its edit applies and undoes exactly."""
     torch.manual_seed(0)
