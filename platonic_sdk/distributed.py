@@ -89,7 +89,10 @@ def extract_sharded(
     amp: bool = False,
     dst: int | None = None,
 ) -> tuple[Tensor, Tensor] | None:
-    """(S, Z) of all `items` (see accel.extract), each rank encoding its contiguous slice; gathered in order."""
+    """(S, Z) of all `items` (see accel.extract), each rank encoding its contiguous slice; gathered in order.
+
+    Every rank holds the same encoder, placed on its own device (`encoder.to(local_device())`).
+    """
     rank, world = rank_and_world()
     if len(items) < world:
         raise PlatonicError(f"{len(items)} items cannot be sharded over {world} ranks")

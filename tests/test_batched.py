@@ -99,6 +99,8 @@ def test_bad_inputs_raise_clear_errors() -> None:
     factors = factorise(embeddings(20, 6, 12), embeddings(3, 6, 13))
     with pytest.raises(ShapeError, match="20 probes x 3 prompts"):
         solve_bank(factors, torch.zeros(2, 20, 4, dtype=torch.float64))
+    with pytest.raises(ShapeError, match="no descriptors"):
+        solve_bank(factors, [])
     with pytest.raises(ShapeError, match="stack of descriptors"):
         solve_bank(factors, torch.zeros(20, 3, dtype=torch.float64))
     bad = torch.zeros(1, 20, 3, dtype=torch.float64)

@@ -100,7 +100,9 @@ def solve_bank(factors: GridFactors, descriptors: Tensor | Sequence[Tensor]) -> 
     With pinv(F) = Lo Li^T and pinv(G) = Ro Ri^T: X_b = Lo (Li^T U_b Ri) Ro^T, where Li^T [U_1 ... U_B]
     is one GEMM and the rest are batched products; float64 on the factors' device, returned in F's dtype.
     """
-    U = descriptors if isinstance(descriptors, Tensor) else torch.stack(list(descriptors))
+    U = descriptors if isinstance(descriptors, Tensor) or not len(descriptors) else torch.stack(list(descriptors))
+    if len(U) == 0:
+        raise ShapeError("solve_bank got no descriptors")
     if U.ndim == 2:
         raise ShapeError("solve_bank takes a stack of descriptors (B x P x M); use U[None] for one")
     P, M = factors.grid_shape
