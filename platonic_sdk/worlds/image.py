@@ -203,21 +203,25 @@ def _letters(size: tuple[float, float]) -> Sampler:
     return sample
 
 
+CONTROL_CLASSES = tuple(f"{c} {p}" for c in COLOURS for p in PATTERNS)
+
+
 def _control(rng: np.random.Generator, label: int) -> Scene:
-    return single_shape(rng, shape=SHAPES[label])
+    colour, pattern = CONTROL_CLASSES[label].split()
+    return single_shape(rng, colour=colour, pattern=pattern)
 
 
 COLOUR_NAMES = tuple(COLOURS)
 TASK_SPECS: dict[str, TaskSpec] = {
     spec.name: spec
     for spec in (
-        TaskSpec("amber_shapes", COLOUR_NAMES, "a photo of a {} object.", _tinted("shape", "amber", 0.45),
+        TaskSpec("amber_shapes", COLOUR_NAMES, "a photo of a {} object.", _tinted("shape", "amber", 0.25),
                  "colour of a shape under an amber tint"),
-        TaskSpec("amber_glyphs", COLOUR_NAMES, "a photo of a {} object.", _tinted("glyph", "amber", 0.45),
+        TaskSpec("amber_glyphs", COLOUR_NAMES, "a photo of a {} object.", _tinted("glyph", "amber", 0.25),
                  "colour of a glyph under an amber tint"),
-        TaskSpec("amber_scribbles", COLOUR_NAMES, "a photo of a {} object.", _tinted("scribble", "amber", 0.45),
+        TaskSpec("amber_scribbles", COLOUR_NAMES, "a photo of a {} object.", _tinted("scribble", "amber", 0.25),
                  "colour of a scribble (never in pretraining) under an amber tint"),
-        TaskSpec("teal_shapes", COLOUR_NAMES, "a photo of a {} object.", _tinted("shape", "teal", 0.4),
+        TaskSpec("teal_shapes", COLOUR_NAMES, "a photo of a {} object.", _tinted("shape", "teal", 0.25),
                  "colour of a shape under a teal tint"),
         TaskSpec("fine_patterns", PATTERNS, "a photo of a {} object.", _pattern_task((1.6, 2.2)),
                  "fill pattern at periods below the pretraining range"),
@@ -231,8 +235,8 @@ TASK_SPECS: dict[str, TaskSpec] = {
                  "letter at sizes below the pretraining range"),
         TaskSpec("handwritten_digits", DIGITS, "a photo of the number {}.", None,
                  "real handwritten digits (scikit-learn load_digits), pretraining saw only a font"),
-        TaskSpec("control_shapes", SHAPES, "a photo of a {}.", _control,
-                 "control: shapes from the pretraining distribution"),
+        TaskSpec("control_objects", CONTROL_CLASSES, "a photo of a {} object.", _control,
+                 "control: colour and fill pattern of shapes from the pretraining distribution"),
     )
 }
 
@@ -255,7 +259,7 @@ class ImageWorld:
     test_per_class: int = 40
 
     trio: tuple[str, str, str] = ("amber_shapes", "amber_glyphs", "amber_scribbles")
-    controls: tuple[str, ...] = ("control_shapes",)
+    controls: tuple[str, ...] = ("control_objects",)
 
     def rng(self, stream: str, index: int) -> np.random.Generator:
         """The generator of item `index` of `stream` (independent of every other item)."""

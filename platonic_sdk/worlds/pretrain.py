@@ -135,7 +135,7 @@ def pretrain(
         nn.utils.clip_grad_norm_(params, config.grad_clip)
         opt.step()
         sched.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
     encoder.model.eval()
     return losses

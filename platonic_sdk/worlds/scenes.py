@@ -185,23 +185,24 @@ def caption(scene: Scene, rng: np.random.Generator) -> str:
     """
     keep = lambda p: bool(rng.random() < p)  # noqa: E731
     prefix = "a photo of " if keep(0.5) else ""
+    stop = "." if keep(0.5) else ""
     bg = f" on a {scene.background} background" if keep(0.3) else ""
-    colour = scene.colour if keep(0.6) else ""
+    colour = scene.colour if keep(0.5) else ""
     if scene.kind == "glyph":
         what = ("the number " if scene.glyph in DIGITS else "the letter ") + scene.glyph
         where = f" {scene.position}" if scene.position and keep(0.4) else ""
         tail = f" in {colour}" if colour else ""
-        return f"{prefix}{what}{tail}{where}{bg}".strip()
-    shape = scene.shape if keep(0.6) else ""
+        return f"{prefix}{what}{tail}{where}{bg}".strip() + stop
+    shape = scene.shape if keep(0.8) else ""
     if scene.count > 1 or keep(0.15):
         words = [COUNTS[scene.count - 1], colour, plural(shape) if shape else "objects"]
         if scene.count == 1:
             words[-1] = shape or "object"
-        return (prefix + " ".join(w for w in words if w) + bg).strip()
+        return (prefix + " ".join(w for w in words if w) + bg).strip() + stop
     pattern = scene.pattern if keep(0.5) else ""
     where = f" {scene.position}" if scene.position and keep(0.4) else ""
     if not (colour or shape or pattern or where or bg):
         shape = scene.shape
     words = " ".join(w for w in (colour, pattern, shape or "object") if w)
     article = "an" if words[0] in "aeiou" else "a"
-    return f"{prefix}{article} {words}{where}{bg}".strip()
+    return f"{prefix}{article} {words}{where}{bg}".strip() + stop

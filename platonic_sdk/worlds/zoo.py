@@ -1,0 +1,132 @@
+"""The image world's model zoo: small dual encoders of several families, pretrained on the world's
+corpus, and their source fine-tunes on the world's tasks (shipped in `worlds/zoo/`).
+
+`ZOO` lists each member as data (family, config written over the family's tiny config, loss, seed),
+so `python -m platonic_sdk.worlds.train_zoo` rebuilds exactly what ships. Members load through the
+family adapters (`platonic_sdk.load(family, folder)`); fine-tunes are fp16 media-tower task vectors
+(rank-4 LoRA merged, METHOD sec. 6) applied to a copy of the member.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import attrs
+
+from ..errors import CheckpointError, PlatonicError
+from .pretrain import LossKind, PretrainConfig
+
+ZOO_DIR = Path(__file__).parent / "zoo"
+MANIFEST = "zoo.json"
+
+
+@attrs.frozen
+class ZooMember:
+    """One pretrained model of the zoo: `name` is its workspace key (the family name)."""
+
+    name: str
+    family: str
+    config: Mapping[str, Any]
+    loss: LossKind
+    seed: int
+    lr: float = 2e-3
+
+
+def _vit(prefix: str, width: int, layers: int, patch: int) -> dict[str, Any]:
+    """HF vision/text sub-config of a small ViT."""
+    return {
+        "vision_config": {"image_size": 32, "patch_size": patch, "hidden_size": width, "intermediate_size": 2 * width,
+                          "num_hidden_layers": layers, "num_attention_heads": 4},
+        "text_config": {"hidden_size": width, "intermediate_size": 2 * width, "num_hidden_layers": 2, "num_attention_heads": 4},
+    } | ({"projection_dim": width} if prefix == "clip" else {})
+
+
+ZOO: tuple[ZooMember, ...] = (
+    ZooMember("clip", "clip", _vit("clip", 64, 3, 8), "contrastive", seed=1),
+    ZooMember("siglip", "siglip", _vit("siglip", 48, 3, 8), "sigmoid", seed=2),
+    ZooMember(
+        "openclip", "openclip",
+        {"embed_dim": 80, "vision_cfg": {"image_size": 32, "patch_size": 8, "width": 64, "layers": 2, "head_width": 16},
+         "text_cfg": {"width": 64, "heads": 4, "layers": 2}},
+        "contrastive", seed=3,
+    ),
+    ZooMember(
+        "evaclip", "evaclip",
+        {"embed_dim": 56, "timm_kwargs": {"patch_size": 8, "embed_dim": 48, "depth": 3, "num_heads": 4},
+         "text_cfg": {"width": 48, "heads": 4, "layers": 2}},
+        "contrastive", seed=4,
+    ),
+)
+CORPUS_SIZE = 40_000
+PRETRAIN = PretrainConfig(steps=1500, batch_size=128)
+
+
+def member(name: str) -> ZooMember:
+    for m in ZOO:
+        if m.name == name:
+            return m
+    raise PlatonicError(f"unknown zoo member {name!r}; the zoo has {', '.join(m.name for m in ZOO)}")
+
+
+def read_manifest(root: str | Path = ZOO_DIR) -> dict[str, Any]:
+    """The zoo's manifest (members, world seed, fine-tuned tasks, accuracies measured at build time)."""
+    path = Path(root) / MANIFEST
+    if not path.is_file():
+        raise CheckpointError(
+            f"no trained zoo at {root} (missing {MANIFEST}); build it with `python -m platonic_sdk.worlds.train_zoo`"
+        )
+    return json.loads(path.read_text())
+
+
+def load_models(root: str | Path = ZOO_DIR, names: Sequence[str] | None = None, device: str | None = None) -> dict[str, Any]:
+    """Pretrained zoo members by name, loaded through their family adapters."""
+    from .. import load
+
+    manifest = read_manifest(root)
+    names = list(names or manifest["members"])
+    unknown = [n for n in names if n not in manifest["members"]]
+    if unknown:
+        raise PlatonicError(f"zoo at {root} has no member(s) {unknown}; it has {', '.join(manifest['members'])}")
+    models = {}
+    for name in names:
+        enc = load(manifest["members"][name]["family"], str(Path(root) / name), **({"device": device} if device else {}))
+        models[name] = enc.eval()
+    return models
+
+
+def finetune_path(root: str | Path, name: str, task: str) -> Path:
+    return Path(root) / "finetunes" / name / f"{task}.safetensors"
+
+
+def load_finetunes(models: Mapping[str, Any], tasks: Sequence[str], root: str | Path = ZOO_DIR) -> dict[tuple[str, str], Any]:
+    """Fine-tuned encoders {(member, task): encoder} for every shipped fine-tune among `tasks`."""
+    from ..finetune.source import FineTuned
+
+    out = {}
+    for name, pre in models.items():
+        for task in tasks:
+            path = finetune_path(root, name, task)
+            if path.is_file():
+                out[(name, task)] = FineTuned.load(path, pre).encoder.eval()
+    return out
+
+
+def workspace_for_grid(args: argparse.Namespace):
+    """(Workspace, description) of the image zoo for `platonic grid` (options as the CLI parses them)."""
+    from ..evaluate.workspace import Workspace
+    from .image import ImageWorld
+
+    if getattr(args, "world", "image") != "image":
+        raise PlatonicError(f"the {args.world} zoo lives in platonic_sdk.worlds.{args.world}, not here")
+    world = ImageWorld(seed=args.world_seed, train_per_class=args.train_per_class, test_per_class=args.test_per_class)
+    models = load_models(names=args.families, device=args.device)
+    names = list(args.tasks or world.transfer_tasks)
+    controls = list(args.controls or world.controls)
+    tasks = {n: world.task(n) for n in dict.fromkeys(names + controls)}
+    finetuned = load_finetunes(models, names)
+    ws = Workspace(models, tasks, finetuned, controls, per_class=args.per_class, grid_seed=args.grid_seed,
+                   ridge_a=args.ridge_a, ridge_b=args.ridge_b, batch_size=args.batch_size, progress=not args.quiet)
+    return ws, {"world": f"image (seed {args.world_seed})", "zoo": str(ZOO_DIR)}
