@@ -36,7 +36,9 @@ def test_matches_ridge_solver(P: int, q: int, M: int, d: int) -> None:
     G = embeddings(M, d, 1)
     U = torch.randn(5, P, M, generator=torch.Generator().manual_seed(2), dtype=torch.float64) * 0.1
     reference = ridge_solver(F, G)
-    ops = solve_bank(factorise(F, G), U)
+    factors = factorise(F, G)
+    assert factors.grid_shape == (P, M) and factors.operator_shape == (d, q)
+    ops = solve_bank(factors, U)
     assert ops.shape == (5, d, q) and ops.dtype == torch.float64
     for b in range(5):
         assert rel(ops[b], reference(U[b])) < 1e-9
