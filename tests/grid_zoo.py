@@ -17,7 +17,7 @@ from platonic_sdk.evaluate.workspace import Workspace
 from platonic_sdk.worlds.image import ImageWorld
 
 TASKS = ("amber_shapes", "small_shapes", "fine_patterns")
-CONTROL = "control_shapes"
+CONTROL = ImageWorld().controls[0]
 WIDE = {"projection_dim": 48, "vision_config": {"hidden_size": 48, "intermediate_size": 96}}
 
 

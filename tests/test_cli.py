@@ -166,7 +166,7 @@ GRID_TOML = """
 seed = 0
 [grid]
 tasks = ["small_shapes", "amber_shapes"]
-controls = ["control_shapes"]
+controls = ["{control}"]
 train_per_class = 4
 test_per_class = 3
 per_class = 2
@@ -208,7 +208,7 @@ def test_grid_from_a_config_file(descriptors, capsys):
     work = descriptors
     task = ImageWorld(train_per_class=4, test_per_class=3).task("amber_shapes")
     UTD.compute(ps.load("clip", str(work / "clip_pre")), ps.load("clip", str(work / "clip_ft")), task.grid(2, 0)).save(work / "a_amber.safetensors")
-    (work / "grid.toml").write_text(GRID_TOML)
+    (work / "grid.toml").write_text(GRID_TOML.replace("{control}", ImageWorld().controls[0]))
     proc = platonic("grid", "--config", "grid.toml", "--out", "run", cwd=work)
     assert "wall time" in proc.stdout
     cells = [json.loads(line) for line in (work / "run/cells.jsonl").read_text().splitlines()]

@@ -1,0 +1,56 @@
+"""The examples run end to end with --ci (tiny models) as subprocesses, and write what they promise."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import platonic_sdk as ps
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+NAMES = ("compose_two_tasks_app", "audio_transfer_experiment", "register_family")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
+    """All examples at once (their start-up dominates; the two cores share it)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    started = {}
+    for name in NAMES:
+        out = tmp_path_factory.mktemp(name)
+        cmd = [sys.executable, str(EXAMPLES / f"{name}.py"), "--ci", "--out", str(out)]
+        started[name] = (subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), out)
+    done = {}
+    for name, (proc, out) in started.items():
+        stdout, stderr = proc.communicate(timeout=300)
+        done[name] = (subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), out)
+    return done
+
+
+def test_compose_two_tasks_app(runs):
+    proc, out = runs["compose_two_tasks_app"]
+    assert proc.returncode == 0, proc.stderr
+    edit = ps.Edit.load(out / "edit.safetensors")
+    assert edit.alpha == 0.5 and {t["task"] for t in edit.meta["terms"]} == {"amber_shapes", "small_shapes"}
+    assert ps.load("siglip", str(out / "edited_model")).family == "siglip"
+    assert len(list((out / "descriptors").glob("*.safetensors"))) == 2
+
+
+def test_audio_transfer_experiment(runs):
+    proc, out = runs["audio_transfer_experiment"]
+    assert proc.returncode == 0, proc.stderr
+    report = (out / "report.md").read_text()
+    assert "## Two-task addition" in report and "## Held-out transfer" in report
+    assert (out / "figures" / "two_task_scatter.png").is_file()
+
+
+def test_register_family(runs):
+    proc, out = runs["register_family"]
+    assert proc.returncode == 0, proc.stderr
+    assert "bagnet" in proc.stdout.splitlines()[0]
+    assert (out / "bagnet" / "weights.safetensors").is_file()
+    assert "bagnet" not in ps.list_families()  # registered inside the example's process only
