@@ -1,6 +1,7 @@
 """The `platonic` command: families, utd, bank, edit, evaluate, grid and demo.
 
-Options come from the command line or a TOML file (`--config run.toml`: top-level keys apply to every
+`--plugin` imports a module or file before the command runs (a family registered there becomes
+loadable). Options come from the command line or a TOML file (`--config run.toml`: top-level keys apply to every
 subcommand, a [utd] / [grid] / ... table to one; command-line options win). Errors print one line
 and exit with status 2; `--debug` shows the traceback instead.
 """
@@ -31,6 +32,8 @@ def _common() -> Parser:
     g.add_argument("--seed", type=int, default=0, help="seed for splits, fine-tuning and baselines (default 0)")
     g.add_argument("--quiet", action="store_true", help="no progress bars")
     g.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    g.add_argument("--plugin", action="append", metavar="MODULE|FILE.py",
+                   help="import a module or file first (e.g. one that calls register_family); repeatable")
     return p
 
 
@@ -190,6 +193,27 @@ def parse(parser: Parser, argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
+def load_plugin(name: str) -> None:
+    """Import a module by name, or a Python file by path (under the name of its stem)."""
+    import importlib
+    import importlib.util
+    from pathlib import Path
+
+    if name.endswith(".py"):
+        path = Path(name)
+        if not path.is_file():
+            raise PlatonicError(f"plugin file {name} does not exist")
+        spec = importlib.util.spec_from_file_location(f"platonic_plugin_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    else:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            raise PlatonicError(f"cannot import plugin {name!r}: {exc}") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `platonic` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -198,6 +222,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.config:
             args = apply_config(parser, argv, args)
+        for plugin in args.plugin or ():
+            load_plugin(plugin)
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print(f"platonic {args.command}: interrupted (rerun the same command to resume a grid)", file=sys.stderr)

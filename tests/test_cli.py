@@ -93,7 +93,7 @@ def first(work) -> dict[str, subprocess.CompletedProcess]:
         ("utd", "--family", "clip", "--checkpoint", "clip_pre", "--ft-checkpoint", "clip_ft", "--task", "small_shapes", *WORLD, "-o", "a.safetensors"),
         ("utd", "--family", "siglip", "--checkpoint", "siglip_pre", "--finetune", "--max-steps", "2", "--lr", "1e-3",
          "--task", "amber_shapes", *WORLD, "-o", "b.safetensors"),
-        ("families",),
+        ("families", "--plugin", str(Path(__file__).resolve().parent.parent / "examples" / "register_family.py")),
         ("families", "--modality", "video"),
         ("demo", "--help"),
     ], work, ok=False)
@@ -109,7 +109,8 @@ def descriptors(work, first) -> Path:
 
 def test_families_lists_the_registry(first):
     assert first["families"].returncode == 0
-    assert {line.split()[0] for line in first["families"].stdout.splitlines()} == set(ps.list_families())
+    listed = {line.split()[0] for line in first["families"].stdout.splitlines()}
+    assert listed == set(ps.list_families()) | {"bagnet"}  # the plugin (examples/register_family.py) registered it
     assert_one_line_error(first["families_bad"], "families", "invalid choice")
 
 
