@@ -71,6 +71,7 @@ def run(
         amp, compile_it, workers = MODES[mode]
         start = time.perf_counter()
         with contextlib.ExitStack() as stack:
+            stack.enter_context(autocast(device, amp))  # so a compiled mode compiles its autocast graph once
             if compile_it and not stack.enter_context(compiled_media(encoder, ready, backend)):
                 out[f"{mode}_error"] = "compile failed (see warning)"
                 continue

@@ -1,4 +1,4 @@
-"""The whole GPU benchmark set in one run (about 6 minutes on one H200), figures written to one JSON file.
+"""The whole GPU benchmark set in one run (about 6 minutes on one H200, 7.5 at most), figures written to one JSON file.
 
 Steps run as subprocesses with their own time limits, so a slow step (e.g. an inductor compile) loses
 only its own figures; the JSON is rewritten after every step. --tiny runs every step at toy sizes on
@@ -31,16 +31,16 @@ def steps(tiny: bool) -> list[tuple[str, list[str], int]]:
         bank = ["--targets", "1", "--tasks", "EuroSAT,MNIST", "--sources", "2"]
     else:
         device, size, backend = ["--device", "cuda"], "large", "inductor"
-        bank = ["--max-seconds", "25"]
+        bank = ["--max-seconds", "20"]
     tests = ["tests/test_batched.py", "tests/test_accel.py"]  # the CUDA tests (no open_clip needed)
     return [
-        ("tests", py + ["-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], 90),
-        ("bank", py + [str(HERE / "bench_bank.py"), *device, *bank], 110),
+        ("tests", py + ["-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], 60),
+        ("bank", py + [str(HERE / "bench_bank.py"), *device, *bank], 90),
         ("extract_eager", py + [str(HERE / "bench_extract.py"), *device, "--size", size,
-                                "--modes", "fp32_eager,bf16_autocast,bf16_autocast_workers"], 80),
+                                "--modes", "fp32_eager,bf16_autocast,bf16_autocast_workers"], 75),
         ("extract_compiled", py + [str(HERE / "bench_extract.py"), *device, "--size", size,
                                    "--modes", "bf16_autocast,bf16_compiled", "--compile-backend", backend], 150),
-        ("cached_eval", py + [str(HERE / "bench_cached_eval.py"), *device, "--size", size], 90),
+        ("cached_eval", py + [str(HERE / "bench_cached_eval.py"), *device, "--size", size], 75),
     ]
 
 
