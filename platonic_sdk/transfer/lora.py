@@ -159,7 +159,9 @@ def _grid_targets(target: DualEncoder, composition: Composition, grids: Sequence
         if grid.shape != tuple(U.shape):
             raise ShapeError(f"grid {grid_id} is {grid.shape}, but its descriptor is {tuple(U.shape)}")
         G = landmarks(target, grid.prompts)
-        base = encode_items(target, grid.items, batch_size) @ G.T
+        with autocast(target.device):  # the precision of training, so that step 0 changes nothing
+            f_pre = encode_items(target, grid.items, batch_size)
+        base = f_pre.float() @ G.T
         out.append(_GridTarget(grid, G.clone(), base.clone(), U.float()))
     return out
 
