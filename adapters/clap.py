@@ -185,15 +185,21 @@ def _make_family(name: str, checkpoint: str, fused: bool, tiny: dict[str, Any], 
         _check_fits(clap_config, extractor)
         return ClapEncoder(seeded(seed, lambda: ClapModel(clap_config)), tokenizer, extractor, name)
 
-    def load(checkpoint: str | os.PathLike, dtype: torch.dtype | None = None, device: str | None = None) -> ClapEncoder:
-        """A saved folder (or, with hub access, a hub id) holding a ClapModel, its tokenizer and extractor."""
+    def load(checkpoint: str | os.PathLike, dtype: torch.dtype | None = None, device: str | None = None,
+             **laion: Any) -> DualEncoder:
+        """A saved folder (or, with hub access, a hub id) holding a ClapModel, its tokenizer and extractor;
+        or an original laion_clap `.pt` file (options `amodel`, `tmodel`, `tokenizer`: see adapters/_laion.py)."""
         if str(checkpoint).endswith(".pt"):
             from ._laion import load_laion_checkpoint
 
-            return load_laion_checkpoint(str(checkpoint), family=name, fused=fused, device=device)
+            return load_laion_checkpoint(str(checkpoint), family=name, fused=fused, device=device, **laion)
         source, local = resolve_checkpoint(checkpoint)
-        if local:
-            check_family(read_marker(source), name, source)
+        marker = read_marker(source) if local else {}
+        check_family(marker, name, source)
+        if "laion_clap" in marker:
+            from ._laion import load_laion_folder
+
+            return load_laion_folder(source, family=name, fused=fused, device=device)
         try:
             with quiet_progress():
                 model = ClapModel.from_pretrained(source, dtype=dtype or torch.float32)

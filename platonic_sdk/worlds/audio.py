@@ -26,7 +26,7 @@ from ..data.audio import Waveform
 from ..errors import PlatonicError
 from ..tasks import Split, Task
 from .pretrain import PretrainConfig
-from .zoo import ZooMember, load_finetunes, load_models
+from .zoo import ZooMember, load_finetunes, load_models, read_manifest
 from .sounds import ENVELOPES, NOISES, REGISTERS, TIMBRES, Sound, caption, synthesise
 
 Sampler = Callable[[np.random.Generator, int], Sound]
@@ -273,16 +273,43 @@ AUDIO_CORPUS_SIZE = 20_000
 AUDIO_PRETRAIN = PretrainConfig(steps=1000, batch_size=64, lr=2e-3)
 
 
-def workspace_for_grid(args: argparse.Namespace):
-    """(Workspace, description) of the audio zoo for `platonic grid --world audio` and the demo."""
+def _workspace(world: AudioWorld, names: Sequence[str], controls: Sequence[str], families: Sequence[str] | None,
+               device: str | None, **options: Any):
+    """The audio zoo's models and fine-tunes on `names` (+ the held-out task and controls) as a Workspace."""
     from ..evaluate.workspace import Workspace
 
-    world = AudioWorld(seed=args.world_seed, train_per_class=args.train_per_class, test_per_class=args.test_per_class)
-    models = load_models(AUDIO_ZOO_DIR, names=args.families, device=args.device)
-    names = list(args.tasks or world.transfer_tasks)
-    controls = list(args.controls or world.controls)
-    tasks = {n: world.task(n) for n in dict.fromkeys(names + controls)}
+    models = load_models(AUDIO_ZOO_DIR, names=families, device=device)
+    tasks = {n: world.task(n) for n in dict.fromkeys([*names, world.trio[2], *controls])}
     finetuned = load_finetunes(models, names, AUDIO_ZOO_DIR)
-    ws = Workspace(models, tasks, finetuned, controls, per_class=args.per_class, grid_seed=args.grid_seed,
-                   ridge_a=args.ridge_a, ridge_b=args.ridge_b, batch_size=args.batch_size, progress=not args.quiet)
+    return Workspace(models, tasks, finetuned, list(controls), **options), models
+
+
+def demo_setup(config: Any) -> tuple[Any, dict[str, Any]]:
+    """(Workspace, description) of the audio world at `config.seed` with the shipped zoo: `platonic demo --modality audio`.
+
+    `config` is a demo.DemoConfig (seed, families, device, per_class, ridge_a, ridge_b, batch_size).
+    """
+    world = AudioWorld(seed=config.seed)
+    names = list(world.transfer_tasks)
+    ws, models = _workspace(world, names, world.controls, config.families, config.device, per_class=config.per_class,
+                            grid_seed=config.seed, ridge_a=config.ridge_a, ridge_b=config.ridge_b,
+                            batch_size=config.batch_size)
+    members = read_manifest(AUDIO_ZOO_DIR)["members"]
+    describe = {
+        "world": f"audio, seed {config.seed} ({len(names)} transfer tasks, held-out trio "
+                 f"{' + '.join(world.trio[:2])} -> {world.trio[2]})",
+        "zoo": ", ".join(f"{n} (d={members[n]['embed_dim']}, {members[n]['params']} params)" for n in models),
+        "related": list(world.trio[:2]),
+        "held_out": world.trio[2],
+    }
+    return ws, describe
+
+
+def workspace_for_grid(args: argparse.Namespace):
+    """(Workspace, description) of the audio zoo for `platonic grid --world audio`."""
+    world = AudioWorld(seed=args.world_seed, train_per_class=args.train_per_class, test_per_class=args.test_per_class)
+    controls = list(args.controls or world.controls)
+    ws, _ = _workspace(world, list(args.tasks or world.transfer_tasks), controls, args.families, args.device,
+                       per_class=args.per_class, grid_seed=args.grid_seed, ridge_a=args.ridge_a, ridge_b=args.ridge_b,
+                       batch_size=args.batch_size, progress=not args.quiet)
     return ws, {"world": f"audio (seed {args.world_seed})", "zoo": str(AUDIO_ZOO_DIR)}
