@@ -262,7 +262,9 @@ def workspace_from_config(args: argparse.Namespace):
     from .evaluate.workspace import Workspace
 
     models = {name: load_model(_require(m.get("family"), f"models.{name}.family"), m.get("checkpoint"), args) for name, m in args.models.items()}
-    tasks = resolve_tasks(list(args.tasks or []) + [c for c in args.controls or [] if c not in (args.tasks or [])], args)
+    tasks = resolve_tasks(args.tasks or [], args)
+    controls = resolve_tasks(args.controls or [], args)
+    tasks.update(controls)
     finetuned = {}
     for entry in args.finetuned or []:
         model, task = entry.get("model"), entry.get("task")
@@ -272,12 +274,8 @@ def workspace_from_config(args: argparse.Namespace):
             finetuned[(model, task)] = UTD.load(entry["utd"])
         else:
             finetuned[(model, task)] = load_model(models[model].family, _require(entry.get("checkpoint"), "finetuned.checkpoint"), args)
-    return _workspace(Workspace, models, tasks, finetuned, args.controls or (), args)
-
-
-def _workspace(cls, models, tasks, finetuned, controls, args):
-    return cls(models, tasks, finetuned, controls, per_class=args.per_class, grid_seed=args.grid_seed,
-               ridge_a=args.ridge_a, ridge_b=args.ridge_b, batch_size=args.batch_size, progress=not args.quiet)
+    return Workspace(models, tasks, finetuned, list(controls), per_class=args.per_class, grid_seed=args.grid_seed,
+                     ridge_a=args.ridge_a, ridge_b=args.ridge_b, batch_size=args.batch_size, progress=not args.quiet)
 
 
 def cmd_grid(args: argparse.Namespace) -> int:
@@ -290,12 +288,14 @@ def cmd_grid(args: argparse.Namespace) -> int:
         describe = {"models": f"from {args.config}"}
     else:
         ws, describe = world_workspace(args)
-    held_out = tuple(args.held_out or ())
-    for name in held_out:  # evaluation-only tasks join the workspace (never probed, never fine-tuned)
-        ws.tasks.setdefault(name, _world_task(name, args))
+    held_out = []
+    for spec in args.held_out or ():  # evaluation-only tasks join the workspace (never probed, never fine-tuned)
+        task = ws.tasks.get(spec) or resolve_task(spec, args)
+        ws.tasks.setdefault(task.name, task)
+        held_out.append(task.name)
     config = ExperimentConfig(
         kinds=args.kinds, groups=args.groups, pairing=args.pairing, alpha=args.alpha, strength=args.strength,
-        weight_space_coef=args.weight_space_coef, sweep_alphas=args.sweep_alphas, held_out=held_out,
+        weight_space_coef=args.weight_space_coef, sweep_alphas=args.sweep_alphas, held_out=tuple(held_out),
         similarity=not args.no_similarity, max_cells=args.max_cells,
     )
     describe = {**describe, "seed": args.seed, "command": "platonic grid"}
