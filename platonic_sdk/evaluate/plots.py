@@ -137,6 +137,7 @@ def accumulation_curves(records: Sequence[dict[str, Any]], path: str | os.PathLi
         ax.plot(Js, ys, style, label=f"alpha = {alpha:g}" if schedule == "fixed" else f"alpha = {alpha:g} / J")
     Js = sorted({r["J"] for r in records})
     ax.plot(Js, [np.mean([r[zero_key] for r in records if r["J"] == J and r["schedule"] == "fixed"]) for J in Js], "k:", label="zero-shot")
+    ax.set_xticks(Js)
     ax.set_xlabel("number of composed tasks J")
     ax.set_ylabel("mean normalised accuracy (%)" if key == "mean_normalised" else "mean accuracy (%)")
     ax.set_title(f"Accumulation ({len({r['target'] for r in records})} target(s))")
