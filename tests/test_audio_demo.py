@@ -1,0 +1,69 @@
+"""The demo study on a CI-sized audio world: tiny CLAP models through the same core as images."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from platonic_sdk import from_config
+from platonic_sdk.demo import DemoConfig, run_demo
+from platonic_sdk.evaluate.grid import addition_cells, evaluate_cell
+from platonic_sdk.evaluate.workspace import Workspace
+from platonic_sdk.evaluate.zeroshot import accuracy
+from platonic_sdk.finetune.source import FinetuneConfig, finetune
+from platonic_sdk.transfer.edit import OperatorEdit
+from platonic_sdk.worlds.audio import AudioWorld
+from platonic_sdk.worlds.pretrain import PretrainConfig, pretrain
+from platonic_sdk.worlds.train_zoo import world_tokenizer
+
+TASKS = ("muffled_notes", "muffled_melodies", "short_noises")
+
+
+@pytest.fixture(scope="module")
+def tiny_setup():
+    torch.set_num_threads(1)
+    world = AudioWorld(seed=5, train_per_class=3, test_per_class=2)
+    clips, captions = world.corpus(48)
+    tok = world_tokenizer(world, captions)
+    models, finetuned = {}, {}
+    for i, family in enumerate(("clap-htsat-unfused", "clap-music")):
+        enc = from_config(family, None, tokenizer=tok, seed=i)
+        losses = pretrain(enc, clips, captions, PretrainConfig(steps=3, batch_size=16, warmup=1), progress=False)
+        assert all(np.isfinite(losses))
+        models[family] = enc
+        for name in TASKS:
+            ft = finetune(enc, world.task(name), FinetuneConfig(lr=1e-2, max_steps=2, batch_size=8), progress=False)
+            finetuned[(family, name)] = ft.encoder
+    tasks = {n: world.task(n) for n in (*TASKS, world.trio[2], *world.controls)}
+    ws = Workspace(models, tasks, finetuned, world.controls, per_class=2, grid_seed=5)
+    return world, ws, {"related": list(world.trio[:2]), "held_out": world.trio[2]}
+
+
+def test_audio_demo_runs_every_stage(tiny_setup, tmp_path) -> None:
+    world, ws, describe = tiny_setup
+    report = run_demo(DemoConfig(seed=5, modality="audio"), tmp_path, progress=False, setup=(ws, describe))
+    on_disk = json.loads((tmp_path / "report.json").read_text())
+    assert on_disk["addition"]["cells"] == report["addition"]["cells"] == 2 * 3  # 2 targets x 3 task pairs
+    assert on_disk["held_out"]["task"] == "muffled_vibrato"
+    direct = {(t, n): accuracy(ws.models[t], ws.tasks[n]) for t in ws.families for n in TASKS}
+    cells = [json.loads(line) for line in (tmp_path / "cells.jsonl").read_text().splitlines()]
+    add = [c for c in cells if c["kind"] == "addition"]
+    assert report["addition"]["zero_shot"]["task_b"] == pytest.approx(np.mean([direct[(c["target"], c["tasks"][1])] for c in add]))
+
+
+def test_closed_form_cell_matches_a_folded_clap_model(tiny_setup) -> None:
+    _, ws, _ = tiny_setup
+    cell = addition_cells(ws)[0]
+    record = evaluate_cell(ws, cell)
+    target = ws.models[cell.target]
+    A = sum(ws.operator(cell.target, s, t) for s, t in zip(cell.sources, cell.tasks))
+    edit = OperatorEdit(A, 0.5, target.last_affine().kind, {}).apply(target)
+    try:
+        folded = {name: accuracy(target, ws.tasks[name]) for name in record["results"]["closed_form"]}
+    finally:
+        edit.remove()
+    for name, value in folded.items():
+        assert record["results"]["closed_form"][name] == pytest.approx(value, abs=1e-6)
