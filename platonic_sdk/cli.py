@@ -170,17 +170,20 @@ def apply_config(parser: Parser, argv: Sequence[str], args: argparse.Namespace) 
         raise PlatonicError(f"config file {args.config} does not exist") from None
     except tomllib.TOMLDecodeError as exc:
         raise PlatonicError(f"config file {args.config} is not valid TOML: {exc}") from None
-    tables = {k for k, v in data.items() if isinstance(v, dict)}
+    tables = {k for k, v in data.items() if isinstance(v, dict)}  # [utd], [grid], ... (one per subcommand)
     strange = sorted(tables - set(_subparser_names(parser)))
     if strange:
         raise PlatonicError(f"config file {args.config}: unknown table(s) {strange}; tables are named after subcommands")
-    values = {k: v for k, v in data.items() if k not in tables}
-    values.update(data.get(args.command, {}))
-    settings = {key.replace("-", "_"): value for key, value in values.items()}
+    key = lambda k: k.replace("-", "_")  # noqa: E731
+    everywhere = {key(k): v for k, v in data.items() if k not in tables}
+    section = {key(k): v for k, v in data.get(args.command, {}).items()}
     known = set(vars(args)) - {"func", "command", "config"}
-    unknown = sorted(k for k in settings if k not in known)
+    anywhere = {a.dest for p in _subparsers(parser).values() for a in p._actions} | {"models", "finetuned"}
+    unknown = sorted([k for k in section if k not in known] + [k for k in everywhere if k not in anywhere])
     if unknown:
         raise PlatonicError(f"config file {args.config}: unknown setting(s) for `{args.command}`: {', '.join(unknown)}")
+    # top-level keys apply where the command has that option; the command's table always applies
+    settings = {**{k: v for k, v in everywhere.items() if k in known}, **section}
     _subparser(parser, args.command).set_defaults(**settings)
     return parse(parser, argv)
 
