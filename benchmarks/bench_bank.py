@@ -1,4 +1,4 @@
-"""Whole operator bank: batched Gram-eigh solver vs per-grid SVD (OperatorBank today) vs a naive SVD loop.
+"""Whole operator bank: stacked Gram-eigh solves (OperatorBank) vs per-grid SVD solves vs a naive SVD loop.
 
 A bank is targets x tasks x sources operators; target t has width d_t (q = d_t, projection sites),
 task k has M_k classes and P_k = 30 M_k probes. Inputs are synthetic unit rows (timing only depends on
@@ -19,7 +19,6 @@ import torch
 
 from common import report, timed, unit_rows
 from platonic_sdk.linalg import ridge_operator, ridge_solver
-from platonic_sdk.transfer.batched import factorise, solve_bank
 
 # the eight-task image benchmark: classes per task
 TASKS = {"Cars": 196, "DTD": 47, "EuroSAT": 10, "GTSRB": 43, "MNIST": 10, "RESISC45": 45, "SUN397": 397, "SVHN": 10}
@@ -40,7 +39,7 @@ def run(
     remaining grids, and each speedup is taken over the grids both methods solved."""
     F, G = unit_rows(40, 16, 0, device), unit_rows(4, 16, 1, device)  # warm-up: solver libraries load lazily
     ridge_operator(F, G, torch.zeros(40, 4, device=device))
-    solve_bank(factorise(F, G), torch.zeros(1, 40, 4, device=device))
+    ridge_solver(F, G, method="gram").many(torch.zeros(1, 40, 4, device=device))
     spent: dict[str, dict[int, float]] = {m: {} for m in METHODS}  # method -> grid index -> seconds
     worst = 0.0
     grids = [(t, k, task) for t in range(targets) for k, task in enumerate(tasks)]
@@ -58,7 +57,7 @@ def run(
         def naive_svd() -> list[torch.Tensor]:
             return [ridge_operator(F, G, U[b]) for b in range(sources)]
 
-        runs = {"batched_eigh": lambda: solve_bank(factorise(F, G), U), "per_grid_svd": per_grid_svd, "naive_svd": naive_svd}
+        runs = {"batched_eigh": lambda: ridge_solver(F, G, method="gram").many(U), "per_grid_svd": per_grid_svd, "naive_svd": naive_svd}
         results = {}
         for method, fn in runs.items():
             if method != "batched_eigh" and sum(spent[method].values()) >= max_seconds:

@@ -1,7 +1,7 @@
 """Feature extraction throughput: fp32 eager vs bf16 autocast vs torch.compile (vs DataLoader workers).
 
 A random-weight CLIP vision tower built from config (ViT-L/14 at 224 px for --size large) runs through
-platonic_sdk.accel.extract. Per mode: end-to-end images/s (preprocess + forward + copy back), model-only
+platonic_sdk.features.site_features. Per mode: end-to-end images/s (preprocess + forward + copy back), model-only
 images/s (forward on a ready batch), model FLOP utilisation of the model-only rate against --peak-tflops
 (FLOPs counted by torch.utils.flop_counter), and the embedding error against fp32 eager (1 - cosine).
 Autocast is a no-op off CUDA, so on the CPU that row measures only noise.
@@ -21,7 +21,8 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from common import VIT_L14, VIT_SMALL, clip_encoder, random_images, report, sync, timed
-from platonic_sdk.accel import autocast, compiled_media, extract
+from platonic_sdk.accel import autocast, compiled_media
+from platonic_sdk.features import site_features
 
 SIZES = {
     "tiny": dict(config={}, n=64, batch=32),
@@ -75,11 +76,11 @@ def run(
             if compile_it and not stack.enter_context(compiled_media(encoder, ready, backend)):
                 out[f"{mode}_error"] = "compile failed (see warning)"
                 continue
-            extract(encoder, items[:B], B, workers, amp)  # warm-up (and any recompilation under autocast)
+            site_features(encoder, items[:B], B, workers=workers, amp=amp)  # warm-up (and any recompilation under autocast)
             sync(device)
             if compile_it:
                 out[f"{mode}_compile_s"] = time.perf_counter() - start
-            seconds, (_, Z) = timed(device, lambda: extract(encoder, items, B, workers, amp))
+            seconds, (_, Z) = timed(device, lambda: site_features(encoder, items, B, workers=workers, amp=amp))
 
             def model_only() -> None:
                 with torch.inference_mode(), autocast(device, amp):

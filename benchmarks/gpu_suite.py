@@ -32,7 +32,7 @@ def steps(tiny: bool) -> list[tuple[str, list[str], int]]:
     else:
         device, size, backend = ["--device", "cuda"], "large", "inductor"
         bank = ["--max-seconds", "20"]
-    tests = ["tests/test_batched.py", "tests/test_accel.py"]  # the CUDA tests (no open_clip needed)
+    tests = ["tests/test_ridge_methods.py", "tests/test_accel.py"]  # the CUDA tests (no open_clip needed)
     return [
         ("tests", py + ["-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], 60),
         ("bank", py + [str(HERE / "bench_bank.py"), *device, *bank], 90),

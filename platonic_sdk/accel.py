@@ -14,11 +14,10 @@ from typing import Any, Callable, ContextManager, Iterator, Sequence
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
-from tqdm.auto import tqdm
 
 from .protocol import DualEncoder
 
-__all__ = ["autocast", "batches", "compiled_media", "extract"]
+__all__ = ["autocast", "batches", "compiled_media"]
 
 
 def autocast(device: torch.device | str, enabled: bool = True) -> ContextManager:
@@ -119,30 +118,3 @@ def compiled_media(encoder: DualEncoder, example: Any, backend: str | Callable =
     finally:
         if "forward" in vars(module):
             del module.forward
-
-
-@torch.inference_mode()
-def extract(
-    encoder: DualEncoder,
-    items: Sequence[Any],
-    batch_size: int = 64,
-    workers: int = 0,
-    amp: bool = False,
-    progress: bool = False,
-) -> tuple[Tensor, Tensor]:
-    """(S, Z) on the CPU in float32: site inputs and raw embeddings, as `features.site_features`.
-
-    `amp` runs the forward under bf16 autocast on CUDA (faster, ~3 significant digits); unit-norm
-    media embeddings f(x) are unit_rows(Z).
-    """
-    site = encoder.last_affine()
-    s_parts, z_parts = [], []
-    total = -(-len(items) // max(batch_size, 1))
-    with autocast(encoder.device, amp):
-        for batch in tqdm(batches(encoder, items, batch_size, workers), total=total, disable=not progress, leave=False):
-            s, z = site.site_inputs(encoder, batch)
-            s_parts.append(s.float().cpu())
-            z_parts.append(z.float().cpu())
-    if not z_parts:
-        raise ValueError("no items to encode")
-    return torch.cat(s_parts), torch.cat(z_parts)

@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from .accel import extract
+from .features import site_features
 from .errors import PlatonicError
 from .protocol import DualEncoder
 
@@ -89,7 +89,7 @@ def extract_sharded(
     amp: bool = False,
     dst: int | None = None,
 ) -> tuple[Tensor, Tensor] | None:
-    """(S, Z) of all `items` (see accel.extract), each rank encoding its contiguous slice; gathered in order.
+    """(S, Z) of all `items` (see features.site_features), each rank encoding its contiguous slice; gathered in order.
 
     Every rank holds the same encoder, placed on its own device (`encoder.to(local_device())`).
     """
@@ -97,7 +97,7 @@ def extract_sharded(
     if len(items) < world:
         raise PlatonicError(f"{len(items)} items cannot be sharded over {world} ranks")
     mine = shard_range(len(items), rank, world)
-    S, Z = extract(encoder, [items[i] for i in mine], batch_size, workers, amp)
+    S, Z = site_features(encoder, [items[i] for i in mine], batch_size, workers=workers, amp=amp)
     S_all, Z_all = gather_rows(S, dst), gather_rows(Z, dst)
     return None if S_all is None else (S_all, Z_all)
 

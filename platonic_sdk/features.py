@@ -8,44 +8,43 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from .accel import autocast, batches
 from .linalg import unit_rows
 from .protocol import DualEncoder
 
 
-def _batches(items: Sequence[Any], batch_size: int, progress: bool, desc: str):
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
-    starts = range(0, len(items), batch_size)
-    for start in tqdm(starts, desc=desc, disable=not progress, leave=False):
-        yield [items[i] for i in range(start, min(start + batch_size, len(items)))]
-
-
 @torch.inference_mode()
 def site_features(
-    encoder: DualEncoder, items: Sequence[Any], batch_size: int = 64, progress: bool = False
+    encoder: DualEncoder,
+    items: Sequence[Any],
+    batch_size: int = 64,
+    progress: bool = False,
+    workers: int = 0,
+    amp: bool = False,
 ) -> tuple[Tensor, Tensor]:
-    """(S, Z): site input rows and raw embeddings of `items` (one forward pass each), on the CPU."""
+    """(S, Z) on the CPU in float32: site input rows and raw embeddings, one forward pass per batch.
+
+    `workers` > 0 preprocesses in DataLoader workers (pinned memory on CUDA); `amp` runs the forward
+    under bf16 autocast on CUDA (faster, ~3 significant digits); both are off by default.
+    """
     site = encoder.last_affine()
     s_parts, z_parts = [], []
-    for chunk in _batches(items, batch_size, progress, f"encode {encoder.family}"):
-        s, z = site.site_inputs(encoder, encoder.preprocess(chunk))
-        s_parts.append(s.float().cpu())
-        z_parts.append(z.float().cpu())
+    total = -(-len(items) // max(batch_size, 1))
+    with autocast(encoder.device, amp):
+        for batch in tqdm(batches(encoder, items, batch_size, workers), total=total, disable=not progress, leave=False, desc=f"encode {encoder.family}"):
+            s, z = site.site_inputs(encoder, batch)
+            s_parts.append(s.float().cpu())
+            z_parts.append(z.float().cpu())
     if not z_parts:
         raise ValueError("no items to encode")
     return torch.cat(s_parts), torch.cat(z_parts)
 
 
-@torch.inference_mode()
-def encode_items(encoder: DualEncoder, items: Sequence[Any], batch_size: int = 64, progress: bool = False) -> Tensor:
-    """Unit-norm media embeddings f(x) of `items` (n x d), on the CPU."""
-    parts = [
-        encoder.encode_media(encoder.preprocess(chunk)).float().cpu()
-        for chunk in _batches(items, batch_size, progress, f"encode {encoder.family}")
-    ]
-    if not parts:
-        raise ValueError("no items to encode")
-    return torch.cat(parts)
+def encode_items(
+    encoder: DualEncoder, items: Sequence[Any], batch_size: int = 64, progress: bool = False, workers: int = 0, amp: bool = False
+) -> Tensor:
+    """Unit-norm media embeddings f(x) = z / ||z|| of `items` (n x d), on the CPU."""
+    return unit_rows(site_features(encoder, items, batch_size, progress, workers, amp)[1])
 
 
 @torch.inference_mode()

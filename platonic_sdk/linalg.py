@@ -5,8 +5,7 @@ Nothing here knows about models, files or families; every function takes and ret
 
 from __future__ import annotations
 
-from typing import Callable
-
+import attrs
 import torch
 from torch import Tensor
 
@@ -14,6 +13,9 @@ from .errors import ShapeError, check_finite
 
 __all__ = [
     "utd",
+    "RidgePinv",
+    "RidgeSolver",
+    "ridge_pinv",
     "ridge_solver",
     "ridge_operator",
     "head_update",
@@ -40,49 +42,118 @@ def utd(f_pre: Tensor, f_ft: Tensor, g: Tensor) -> Tensor:
     return (unit_rows(f_ft) - unit_rows(f_pre)) @ g.T
 
 
-def _ridge_inverse(m: Tensor, relative: float) -> tuple[Tensor, Tensor]:
-    """Thin SVD m = U S V^T, returned as (V diag(s/(s^2+mu)), U) with mu = relative * mean(s^2).
+# Past this condition number of (Gram + mu I) the squared-Gram route could lose more than ~1e-11
+# relative accuracy (error ~ eps * cond), so that side is factorised by an SVD instead.
+MAX_GRAM_CONDITION = 1e5
 
-    V diag(s/(s^2+mu)) U^T equals (m^T m + mu I)^{-1} m^T, the ridge pseudo-inverse of m.
+
+@attrs.frozen(eq=False)
+class RidgePinv:
+    """A ridge pseudo-inverse (m^T m + mu I)^{-1} m^T kept factored as outer @ inner^T (cols x r, rows x r)."""
+
+    outer: Tensor
+    inner: Tensor
+
+    def dense(self) -> Tensor:
+        """The cols x rows matrix (m^T m + mu I)^{-1} m^T."""
+        return self.outer @ self.inner.T
+
+
+def ridge_pinv(m: Tensor, relative: float, method: str = "svd") -> RidgePinv:
+    """(m^T m + mu I)^{-1} m^T in float64 with mu = relative * mean(sigma(m)^2) over min(rows, cols) values.
+
+    "svd": thin SVD m = U S V^T, outer = V diag(s / (s^2 + mu)), inner = U.
+    "gram": eigendecomposition of the smaller Gram (tall: outer = (m^T m + mu I)^{-1}, inner = m; wide:
+    outer = m^T, inner = (m m^T + mu I)^{-1}); falls back to "svd" when mu = 0 or the regularised Gram's
+    condition number exceeds MAX_GRAM_CONDITION.
     """
-    u, s, vh = torch.linalg.svd(m.to(torch.float64), full_matrices=False)
-    mu = relative * (s.square().mean() if s.numel() else torch.zeros((), dtype=s.dtype))
+    if m.ndim != 2 or 0 in m.shape:
+        raise ShapeError(f"a ridge pseudo-inverse needs a non-empty matrix, got shape {tuple(m.shape)}")
+    if method not in ("svd", "gram"):
+        raise ValueError(f"unknown ridge method {method!r} (use 'svd' or 'gram')")
+    m = m.to(torch.float64)
+    if method == "gram":
+        wide = m.shape[1] > m.shape[0]
+        values, vectors = torch.linalg.eigh(m @ m.T if wide else m.T @ m)
+        values = values.clamp_min(0)
+        mu = relative * values.sum() / min(m.shape)
+        if mu > 0 and (values[-1] + mu) <= MAX_GRAM_CONDITION * (values[0] + mu):
+            inverse = (vectors / (values + mu)) @ vectors.T  # (Gram + mu I)^{-1}
+            return RidgePinv(m.T, inverse) if wide else RidgePinv(inverse, m)
+    u, s, vh = torch.linalg.svd(m, full_matrices=False)
+    mu = relative * s.square().mean()
     shrink = s / (s.square() + mu) if mu > 0 else torch.where(s > 0, 1.0 / s.clamp_min(1e-300), 0.0)
-    return vh.T * shrink, u
+    return RidgePinv(vh.T * shrink, u)
 
 
-def ridge_solver(F: Tensor, G: Tensor, ridge_a: float = 1e-2, ridge_b: float = 1e-6) -> Callable[[Tensor], Tensor]:
+@attrs.frozen(eq=False)
+class RidgeSolver:
+    """The factored two-sided ridge solve of one (F, G): U -> A = X*(U)^T, for one descriptor or a stack.
+
+    X*(U) = pinv_a(F) U pinv_b(G)^T = Fo (Fi^T U Gi) Go^T, computed in float64 on the factors' device
+    and returned in F's dtype.
+    """
+
+    left: RidgePinv
+    right: RidgePinv
+    dtype: torch.dtype
+
+    @property
+    def grid_shape(self) -> tuple[int, int]:
+        """(P, M): the shape every descriptor must have."""
+        return self.left.inner.shape[0], self.right.inner.shape[0]
+
+    @property
+    def operator_shape(self) -> tuple[int, int]:
+        """(d, q): the shape of each operator."""
+        return self.right.outer.shape[0], self.left.outer.shape[0]
+
+    @property
+    def device(self) -> torch.device:
+        return self.left.outer.device
+
+    def many(self, descriptors: Tensor) -> Tensor:
+        """Operators (B x d x q) of a stack of B descriptors (B x P x M): one GEMM plus batched products."""
+        P, M = self.grid_shape
+        if descriptors.ndim != 3 or descriptors.shape[1:] != (P, M) or descriptors.shape[0] == 0:
+            raise ShapeError(f"descriptors have shape {tuple(descriptors.shape)}, but the grid is {P} probes x {M} prompts")
+        check_finite(descriptors, "descriptor")
+        B = descriptors.shape[0]
+        U = descriptors.to(device=self.device, dtype=torch.float64)
+        stacked = U.transpose(0, 1).reshape(P, B * M)  # [U_1 ... U_B]
+        core = (self.left.inner.T @ stacked).reshape(-1, B, M).transpose(0, 1) @ self.right.inner
+        X = (self.left.outer @ core) @ self.right.outer.T  # B x q x d
+        return X.transpose(1, 2).to(self.dtype)
+
+    def __call__(self, U: Tensor) -> Tensor:
+        """The operator A = X*(U)^T (d x q) of one descriptor U (P x M)."""
+        if U.shape != self.grid_shape:
+            P, M = self.grid_shape
+            raise ShapeError(f"descriptor has shape {tuple(U.shape)}, but the grid is {P} probes x {M} prompts")
+        return self.many(U[None])[0]
+
+
+def ridge_solver(F: Tensor, G: Tensor, ridge_a: float = 1e-2, ridge_b: float = 1e-6, method: str = "svd") -> RidgeSolver:
     """Factorise F (P x q) and G (M x d) once; return U (P x M) -> A = X*^T (d x q).
 
     X* = argmin ||F X G^T - U||^2 + mu_b ||F X||^2 + mu_a ||X G^T||^2 + mu_a mu_b ||X||^2
        = (F^T F + mu_a I)^{-1} F^T U G (G^T G + mu_b I)^{-1},
-    with mu_a = ridge_a * mean(sigma(F)^2) and mu_b = ridge_b * mean(sigma(G)^2). Solved in float64,
-    returned in F's dtype. When F holds the target's embeddings, A acts on them as f -> f + A f.
+    with mu_a = ridge_a * mean(sigma(F)^2) and mu_b = ridge_b * mean(sigma(G)^2). Solved in float64 on
+    F's device (`method` "svd" or the faster "gram", see ridge_pinv), returned in F's dtype. When F holds
+    the target's embeddings, A acts on them as f -> f + A f.
     """
     if F.ndim != 2 or G.ndim != 2:
         raise ShapeError(f"F and G must be matrices, got shapes {tuple(F.shape)} and {tuple(G.shape)}")
     for name, val in (("ridge_a", ridge_a), ("ridge_b", ridge_b)):
-        if not (val >= 0 and val == val and val != float("inf")):
+        if not (val >= 0 and val != float("inf")):
             raise ValueError(f"{name} must be a finite non-negative number, got {val!r}")
     check_finite(F, "F")
     check_finite(G, "G")
-    left_v, left_u = _ridge_inverse(F, ridge_a)  # (F^T F + mu_a)^-1 F^T = left_v @ left_u^T
-    right_v, right_u = _ridge_inverse(G, ridge_b)  # G (G^T G + mu_b)^-1 = right_u @ right_v^T
-    out_dtype, P, M = F.dtype, F.shape[0], G.shape[0]
-
-    def solve(U: Tensor) -> Tensor:
-        if U.shape != (P, M):
-            raise ShapeError(f"descriptor has shape {tuple(U.shape)}, but the grid is {P} probes x {M} prompts")
-        check_finite(U, "descriptor")
-        core = left_u.T @ U.to(device=left_u.device, dtype=torch.float64) @ right_u  # r_F x r_G
-        X = left_v @ core @ right_v.T  # q x d
-        return X.T.to(out_dtype)
-
-    return solve
+    return RidgeSolver(ridge_pinv(F, ridge_a, method), ridge_pinv(G.to(F.device), ridge_b, method), F.dtype)
 
 
 def ridge_operator(F: Tensor, G: Tensor, U: Tensor, ridge_a: float = 1e-2, ridge_b: float = 1e-6) -> Tensor:
-    """One-shot two-sided ridge solve: the d x d operator A with f -> f + A f (see ridge_solver)."""
+    """One-shot two-sided ridge solve: the d x q operator A with f -> f + A f (see ridge_solver)."""
     return ridge_solver(F, G, ridge_a, ridge_b)(U)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from platonic_sdk.accel import autocast, batches, compiled_media, extract
+from platonic_sdk.accel import autocast, batches, compiled_media
 from platonic_sdk.features import site_features
 from tiny_encoder import TinyEncoder, tiny_task
 
@@ -27,7 +27,7 @@ def test_worker_preprocessing_equals_plain_path(head: str, items) -> None:
     encoder = TinyEncoder(head=head, seed=4)
     S, Z = site_features(encoder, items, batch_size=8)
     for workers in (0, 2):
-        S2, Z2 = extract(encoder, items, batch_size=8, workers=workers, amp=True)
+        S2, Z2 = site_features(encoder, items, batch_size=8, workers=workers, amp=True)
         assert torch.equal(S, S2) and torch.equal(Z, Z2)
 
 
@@ -46,7 +46,7 @@ def test_compiled_media_matches_eager_and_is_undone(head: str, items) -> None:
     S, Z = site_features(encoder, items, batch_size=16)
     with compiled_media(encoder, encoder.preprocess(items[:16]), backend="aot_eager") as ok:
         assert ok and "forward" in vars(encoder.media_encoder)
-        S2, Z2 = extract(encoder, items, batch_size=16)
+        S2, Z2 = site_features(encoder, items, batch_size=16)
     assert "forward" not in vars(encoder.media_encoder)
     torch.testing.assert_close(S2, S, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(Z2, Z, rtol=1e-5, atol=1e-6)
@@ -68,18 +68,18 @@ def test_failed_compile_falls_back_to_eager(backend, items) -> None:
     with pytest.warns(UserWarning, match="running eager"):
         with compiled_media(encoder, encoder.preprocess(items[:4]), backend=backend) as ok:
             assert not ok and "forward" not in vars(encoder.media_encoder)
-            assert torch.equal(extract(encoder, items)[1], Z)
+            assert torch.equal(site_features(encoder, items)[1], Z)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_pinned_worker_path_and_autocast(items) -> None:
     encoder = TinyEncoder(head="residual_head", seed=9).to("cuda")
-    S, Z = extract(encoder, items, batch_size=8)
-    S2, Z2 = extract(encoder, items, batch_size=8, workers=2)  # host preprocessing, pinned, async copy
+    S, Z = site_features(encoder, items, batch_size=8)
+    S2, Z2 = site_features(encoder, items, batch_size=8, workers=2)  # host preprocessing, pinned, async copy
     torch.testing.assert_close(S2, S, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(Z2, Z, rtol=1e-5, atol=1e-6)
     a = torch.randn(4, 4, device="cuda")
     with autocast("cuda"):
         assert (a @ a).dtype == torch.bfloat16
-    _, Zb = extract(encoder, items, batch_size=8, amp=True)
+    _, Zb = site_features(encoder, items, batch_size=8, amp=True)
     assert float(torch.nn.functional.cosine_similarity(Zb, Z).min()) > 0.99

@@ -141,3 +141,11 @@ def test_edit_file_round_trip(setup, tmp_path):
         first = _state(encoder)
     with loaded.applied_to(encoder):
         _assert_same_state(encoder, first)
+
+
+def test_stacked_operators_equal_one_by_one(setup):
+    encoder, grid, bank, state, utd = setup
+    descriptors = [utd, utd.random_like(1), utd.random_like(2)]
+    stacked = bank.operators(descriptors)
+    for A, u in zip(stacked, descriptors):
+        torch.testing.assert_close(A, bank.operator(u), rtol=1e-5, atol=1e-7)

@@ -7,7 +7,7 @@ X* = (F^T F + mu_a I)^{-1} F^T U G (G^T G + mu_b I)^{-1}; a composition realises
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Sequence
 
 import attrs
 import torch
@@ -16,7 +16,7 @@ from torch import Tensor
 from ..descriptor import UTD, Composition
 from ..errors import GridMismatchError
 from ..features import landmarks, site_features
-from ..linalg import edited_embeddings, ridge_solver, unit_rows
+from ..linalg import RidgeSolver, edited_embeddings, ridge_solver, unit_rows
 from ..protocol import DualEncoder
 from ..tasks import Grid
 from .edit import OperatorEdit
@@ -30,7 +30,7 @@ class GridState:
     S: Tensor
     Z: Tensor
     G: Tensor
-    solve: Callable[[Tensor], Tensor]
+    solve: RidgeSolver
 
     @property
     def F(self) -> Tensor:
@@ -61,8 +61,9 @@ class OperatorBank:
         if key not in self._grids:
             S, Z = site_features(self.target, grid.items, self.batch_size, self.progress)
             G = landmarks(self.target, grid.prompts)
-            F = S / Z.norm(dim=1, keepdim=True)
-            self._grids[key] = GridState(grid, S, Z, G, ridge_solver(F, G, self.ridge_a, self.ridge_b))
+            F = (S / Z.norm(dim=1, keepdim=True)).to(self.target.device)  # solves run where the target is
+            solver = ridge_solver(F, G.to(F.device), self.ridge_a, self.ridge_b, method="gram")
+            self._grids[key] = GridState(grid, S, Z, G, solver)
         return self._grids[key]
 
     def state(self, grid_id: str) -> GridState:
@@ -81,12 +82,26 @@ class OperatorBank:
         composition = Composition.of(descriptor)
         total: Tensor | None = None
         for grid_id, (_, target) in composition.by_grid().items():
-            state = self.state(grid_id)
-            A = state.solve(target)
+            A = self.state(grid_id).solve(target).cpu()
             total = A if total is None else total + A
         if total is None:
             raise GridMismatchError("an empty composition has no operator")
         return total
+
+    def operators(self, descriptors: Sequence[UTD]) -> Tensor:
+        """Operators of many descriptors (B x d x q, input order): one stacked solve per grid."""
+        if not descriptors:
+            raise GridMismatchError("no descriptors to solve")
+        by_grid: dict[str, list[int]] = {}
+        for i, utd in enumerate(descriptors):
+            by_grid.setdefault(utd.grid_id, []).append(i)
+        out: Tensor | None = None
+        for grid_id, ids in by_grid.items():
+            ops = self.state(grid_id).solve.many(torch.stack([descriptors[i].matrix for i in ids])).cpu()
+            if out is None:
+                out = torch.empty(len(descriptors), *ops.shape[1:], dtype=ops.dtype)
+            out[ids] = ops
+        return out
 
     def edit(self, descriptor: UTD | Composition, alpha: float = 0.5, **meta: Any) -> OperatorEdit:
         """A deployable edit folding `descriptor`'s operator at strength `alpha`."""
