@@ -34,6 +34,7 @@ _FAMILIES: dict[str, FamilySpec] = {}
 # Built-in adapters, imported on first use so that `import platonic_sdk` stays fast.
 _BUILTIN_MODULES = ("clip", "openclip", "siglip", "evaclip", "clap")
 _builtins_loaded = False
+_unavailable: dict[str, str] = {}  # built-in adapter module -> why it could not be imported
 
 
 def register_family(spec: FamilySpec, *, replace: bool = False) -> FamilySpec:
@@ -50,7 +51,12 @@ def _load_builtins() -> None:
         return
     _builtins_loaded = True
     for module in _BUILTIN_MODULES:
-        importlib.import_module(f"platonic_sdk.adapters.{module}")
+        try:
+            importlib.import_module(f"platonic_sdk.adapters.{module}")
+        except ModuleNotFoundError as exc:  # an optional model library is not installed: skip its families
+            if exc.name is None or exc.name.startswith("platonic_sdk"):
+                raise
+            _unavailable[module] = f"needs the '{exc.name}' package"
 
 
 def family(name: str) -> FamilySpec:
@@ -59,7 +65,8 @@ def family(name: str) -> FamilySpec:
     try:
         return _FAMILIES[name]
     except KeyError:
-        raise UnknownFamilyError(f"unknown family {name!r}; known families: {', '.join(sorted(_FAMILIES))}") from None
+        missing = "".join(f"; adapters.{m} is unavailable ({why})" for m, why in sorted(_unavailable.items()))
+        raise UnknownFamilyError(f"unknown family {name!r}; known families: {', '.join(sorted(_FAMILIES))}{missing}") from None
 
 
 def list_families(modality: str | None = None) -> list[str]:

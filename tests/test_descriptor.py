@@ -99,3 +99,24 @@ def test_union_grid_is_a_common_grid():
     union = Grid.union([ga, gb])
     assert union.shape == (ga.shape[0] + gb.shape[0], 5)
     assert union.identity != Grid.union([ga, _task("b", classes=("x", "y")).grid(2, seed=9)]).identity
+
+
+def test_registry_skips_adapters_whose_library_is_missing(monkeypatch):
+    import importlib
+
+    from platonic_sdk import registry
+
+    real_import = importlib.import_module
+
+    def fake_import(name, *args, **kwargs):
+        if name == "platonic_sdk.adapters.needs_missing_lib":
+            raise ModuleNotFoundError("No module named 'not_installed_lib'", name="not_installed_lib")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(registry, "_builtins_loaded", False)
+    monkeypatch.setattr(registry, "_unavailable", {})
+    monkeypatch.setattr(registry, "_BUILTIN_MODULES", registry._BUILTIN_MODULES + ("needs_missing_lib",))
+    monkeypatch.setattr(registry.importlib, "import_module", fake_import)
+    assert "clip" in registry.list_families()
+    with pytest.raises(registry.UnknownFamilyError, match="not_installed_lib"):
+        registry.family("nope")
