@@ -5,7 +5,9 @@ Pretraining clips (1 s at 8 kHz) are tones of six timbres in three registers wit
 Each task takes one attribute as its label and moves the clips off the pretraining distribution in a
 way that changes how the attribute reads out rather than whether it is encoded (METHOD.md sec. 11):
 a spectral tilt (the audio analogue of a colour tint: an additive offset in log-mel space), a level
-far below the pretraining range (a uniform offset in dB), short bursts, small glides. The related trio is timbre under the same "muffled" tilt for
+far below the pretraining range (a uniform offset in dB), far shorter noise bursts. (Envelopes, note
+counts and small pitch glides were tried and left out: the small zoo does not encode them well enough
+for their shifts to be readout shifts.) The related trio is timbre under the same "muffled" tilt for
 single notes, melodies, and vibrato notes (vibrato never occurs in pretraining: the held-out member).
 Every clip is a pure function of (world seed, stream, index): the same seed gives the same samples.
 """
@@ -116,10 +118,6 @@ def _short_noises(rng: np.random.Generator, label: int) -> Sound:
     return noise(rng, noise=NOISES[label], fill=float(rng.uniform(0.08, 0.15)))
 
 
-def _subtle_glides(rng: np.random.Generator, label: int) -> Sound:
-    return tone(rng, count=1, glide=float((1.0 if label == 0 else -1.0) * rng.uniform(1.5, 2.5)))
-
-
 TIMBRE_NAMES = tuple(TIMBRES)
 TASK_SPECS: dict[str, TaskSpec] = {
     spec.name: spec
@@ -136,8 +134,6 @@ TASK_SPECS: dict[str, TaskSpec] = {
                  "timbre of a single note played far more quietly than in pretraining"),
         TaskSpec("short_noises", NOISES, "the sound of {} noise.", _short_noises,
                  "colour of a noise burst, far shorter than in pretraining"),
-        TaskSpec("subtle_glides", ("rising", "falling"), "the sound of a {} tone.", _subtle_glides,
-                 "direction of a pitch glide of 1.5-2.5 semitones (pretraining: 3-7)"),
         TaskSpec("control_timbres", TIMBRE_NAMES, "the sound of a {}.", _timbre_under(0.0),
                  "control: timbres of single notes from the pretraining distribution"),
     )
