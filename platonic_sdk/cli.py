@@ -136,6 +136,7 @@ def build_parser() -> Parser:
     p.add_argument("--sweep-alphas", nargs="+", type=float, default=[0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0])
     p.add_argument("--held-out", nargs="+", metavar="TASK", help="related tasks then the held-out task (worlds: their trio)")
     p.add_argument("--no-similarity", action="store_true", help="skip the descriptor similarity study")
+    p.add_argument("--similarity-probes", type=int, default=64, help="probes per task in the similarity union grid (64; 0: all)")
     p.add_argument("--max-cells", type=int, help="at most this many cells per kind")
     p.set_defaults(func=commands.cmd_grid, models=None, finetuned=None)
 

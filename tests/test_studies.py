@@ -124,6 +124,13 @@ def test_similarity_against_descriptors_computed_from_scratch(ws):
     assert result.same_task_cross_model == pytest.approx(np.mean(own), abs=1e-5)
     same_model = [fresh[(f, TASKS[0])].cosine(fresh[(f, TASKS[1])]) for f in fams]
     assert result.same_model_cross_task == pytest.approx(np.mean(same_model), abs=1e-5)
+    # a capped union: the first k probes of each grid
+    k = 5
+    capped = similarity(ws, fams, TASKS[:2], union_probes=k)
+    heads = [Grid(g.task, g.probe_ids[:k], g.prompts, g.items[:k]) for g in (ws.grid(t) for t in TASKS[:2])]
+    small = {(f, t): UTD.compute(ws.models[f], ws.finetuned[(f, t)], Grid.union(heads)) for t in TASKS[:2] for f in fams}
+    for (i, a), (j, b) in itertools.combinations(enumerate(capped.labels), 2):
+        assert capped.matrix[i, j] == pytest.approx(small[a].cosine(small[b]), abs=1e-5)
 
 
 def test_report_table_layout_and_means(ws, tmp_path):

@@ -40,6 +40,7 @@ class ExperimentConfig:
     held_out: tuple[str, ...] = attrs.field(default=(), converter=tuple)  # related tasks..., held-out task last
     guarantee: bool = True
     similarity: bool = True
+    similarity_probes: int | None = 64  # probes per task in the union grid (None: the whole grids)
     max_cells: int | None = None  # per kind; None = all
 
     def __attrs_post_init__(self) -> None:
@@ -102,7 +103,7 @@ def run_experiment(
         ])
     if config.guarantee:
         results["guarantee"] = timed("guarantee", lambda: studies.guarantee(ws, cells, config.alpha, config.strength))
-    sim = timed("similarity", lambda: similarity(ws)) if config.similarity else None
+    sim = timed("similarity", lambda: similarity(ws, union_probes=config.similarity_probes)) if config.similarity else None
     if sim is not None:
         results["similarity"] = sim.as_dict()
     (out / "studies.json").write_text(json.dumps(results, indent=1, sort_keys=True))

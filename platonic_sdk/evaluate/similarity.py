@@ -3,7 +3,8 @@ descriptors agree across tasks?
 
 Same task, different models: cosines of flattened UTDs on the task's own grid. Same model,
 different tasks: the shapes differ, so each fine-tune's UTD is recomputed on the union grid (all
-tasks' probes x all tasks' prompts, METHOD sec. 11); the heatmap shows that union matrix.
+tasks' probes, or the first k of each, x all tasks' prompts, METHOD sec. 11); the heatmap shows
+that union matrix.
 """
 
 from __future__ import annotations
@@ -44,26 +45,34 @@ class SimilarityResult:
         }
 
 
-def union_descriptor(ws: Workspace, family: str, task: str, grid_tasks: Sequence[str]) -> torch.Tensor:
-    """UTD of (family, task)'s fine-tune on the union of `grid_tasks`' grids (rows and prompts concatenated)."""
+def union_descriptor(ws: Workspace, family: str, task: str, grid_tasks: Sequence[str], probes: int | None = None) -> torch.Tensor:
+    """UTD of (family, task)'s fine-tune on the union of `grid_tasks`' grids (the first `probes` probes of
+    each grid, all its prompts; rows and prompts concatenated)."""
     f_pre, f_ft, G = [], [], []
     for other in grid_tasks:
         state = ws.bank(family).add_grid(ws.grid(other))
-        f_pre.append(unit_rows(state.Z))
-        f_ft.append(ws.finetuned_rows(family, task, other))
+        f_pre.append(unit_rows(state.Z[:probes]))
+        # the fine-tune's own grid is encoded whole anyway (its descriptor needs it): slice that
+        f_ft.append(ws.finetuned_rows(family, task, other, None if other == task else probes)[:probes])
         G.append(state.G)
     return (torch.cat(f_ft) - torch.cat(f_pre)) @ torch.cat(G).T
 
 
-def similarity(ws: Workspace, families: Sequence[str] | None = None, tasks: Sequence[str] | None = None) -> SimilarityResult:
+def similarity(
+    ws: Workspace, families: Sequence[str] | None = None, tasks: Sequence[str] | None = None, union_probes: int | None = None
+) -> SimilarityResult:
     """Cosine similarities of every (family, task) descriptor whose fine-tuned model is available
-    (the union grid needs the fine-tuned model; descriptors loaded from files are left out)."""
+    (the union grid needs the fine-tuned model; descriptors loaded from files are left out).
+
+    `union_probes` caps the probes taken from each task's grid in the union (None: all): the union
+    costs (fine-tunes x tasks x probes) encodings, the one study that is not a matrix product.
+    """
     families = tuple(families or ws.families)
     tasks = tuple(tasks or ws.transfer_tasks)
     labels = tuple((f, t) for t in tasks for f in families if isinstance(ws.finetuned.get((f, t)), DualEncoder))
     if len(labels) < 2:
         raise PlatonicError("descriptor similarity needs at least two fine-tuned models (stored descriptors cannot be recomputed)")
-    union = {label: union_descriptor(ws, *label, tasks) for label in labels}
+    union = {label: union_descriptor(ws, *label, tasks, union_probes) for label in labels}
     n = len(labels)
     matrix = np.eye(n)
     for i, j in itertools.combinations(range(n), 2):

@@ -156,14 +156,18 @@ class Workspace:
         except KeyError:
             raise PlatonicError(f"no fine-tune or descriptor of task {task!r} for family {family!r}") from None
 
-    def finetuned_rows(self, family: str, ft_task: str, grid_task: str) -> Tensor:
-        """Unit embeddings of grid(grid_task)'s probes under the family's fine-tune on ft_task."""
-        key = (family, ft_task, grid_task)
+    def finetuned_rows(self, family: str, ft_task: str, grid_task: str, limit: int | None = None) -> Tensor:
+        """Unit embeddings of grid(grid_task)'s probes (the first `limit`) under the family's fine-tune on ft_task."""
+        full = (family, ft_task, grid_task)
+        if full in self._ft_rows:
+            return self._ft_rows[full][:limit]
+        key = full if limit is None or limit >= self.grid(grid_task).shape[0] else (*full, limit)
         if key not in self._ft_rows:
             ft = self._finetune(family, ft_task)
             if isinstance(ft, UTD):
                 raise PlatonicError(f"({family!r}, {ft_task!r}) is a stored descriptor; its fine-tuned model is not available")
-            self._ft_rows[key] = encode_items(ft, self.grid(grid_task).items, self.batch_size, self.progress)
+            items = self.grid(grid_task).items
+            self._ft_rows[key] = encode_items(ft, items[: len(items) if key == full else limit], self.batch_size, self.progress)
         return self._ft_rows[key]
 
     def descriptor(self, family: str, task: str) -> UTD:
