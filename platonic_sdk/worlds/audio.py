@@ -114,6 +114,10 @@ def _quiet_timbres(rng: np.random.Generator, label: int) -> Sound:
     return tone(rng, timbre=list(TIMBRES)[label], count=1, glide=0.0, gain=float(rng.uniform(0.08, 0.15)))
 
 
+def _clean_registers(rng: np.random.Generator, label: int) -> Sound:
+    return tone(rng, register=list(REGISTERS)[label], count=1, glide=0.0)
+
+
 def _short_noises(rng: np.random.Generator, label: int) -> Sound:
     return noise(rng, noise=NOISES[label], fill=float(rng.uniform(0.08, 0.15)))
 
@@ -136,6 +140,8 @@ TASK_SPECS: dict[str, TaskSpec] = {
                  "colour of a noise burst, far shorter than in pretraining"),
         TaskSpec("control_timbres", TIMBRE_NAMES, "the sound of a {}.", _timbre_under(0.0),
                  "control: timbres of single notes from the pretraining distribution"),
+        TaskSpec("control_registers", tuple(REGISTERS), "the sound of a {} tone.", _clean_registers,
+                 "control: pitch registers of single notes from the pretraining distribution"),
     )
 }
 
@@ -178,7 +184,7 @@ class AudioWorld:
     test_per_class: int = 40
 
     trio: tuple[str, str, str] = ("muffled_notes", "muffled_melodies", "muffled_vibrato")
-    controls: tuple[str, ...] = ("control_timbres",)
+    controls: tuple[str, ...] = ("control_timbres", "control_registers")
 
     def rng(self, stream: str, index: int) -> np.random.Generator:
         """The generator of item `index` of `stream` (independent of every other item)."""
