@@ -30,6 +30,7 @@ def _common() -> Parser:
     g.add_argument("--device", help="torch device for the models, e.g. cpu or cuda (default: where they load)")
     g.add_argument("--batch-size", type=int, default=64, help="encoding batch size (default 64)")
     g.add_argument("--seed", type=int, default=0, help="seed for splits, fine-tuning and baselines (default 0)")
+    g.add_argument("--threads", type=int, help="torch CPU threads (default: torch's; 1 is fastest on a busy machine)")
     g.add_argument("--quiet", action="store_true", help="no progress bars")
     g.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     g.add_argument("--plugin", action="append", metavar="MODULE|FILE.py",
@@ -134,6 +135,7 @@ def build_parser() -> Parser:
     p.add_argument("--strength", type=float, default=1.0, help="negation strength (1.0)")
     p.add_argument("--weight-space-coef", type=float, default=0.5, help="task-arithmetic coefficient (0.5)")
     p.add_argument("--sweep-alphas", nargs="+", type=float, default=[0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0])
+    p.add_argument("--sweep-cells", type=int, default=200, help="cells per kind in the strength sweep, evenly spaced (200; 0: all)")
     p.add_argument("--held-out", nargs="+", metavar="TASK", help="related tasks then the held-out task (worlds: their trio)")
     p.add_argument("--no-similarity", action="store_true", help="skip the descriptor similarity study")
     p.add_argument("--similarity-probes", type=int, default=64, help="probes per task in the similarity union grid (64; 0: all)")
@@ -228,6 +230,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = apply_config(parser, argv, args)
         for plugin in args.plugin or ():
             load_plugin(plugin)
+        if args.threads:
+            import torch
+
+            torch.set_num_threads(args.threads)
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print(f"platonic {args.command}: interrupted (rerun the same command to resume a grid)", file=sys.stderr)

@@ -297,6 +297,7 @@ def cmd_grid(args: argparse.Namespace) -> int:
         kinds=args.kinds, groups=args.groups, pairing=args.pairing, alpha=args.alpha, strength=args.strength,
         weight_space_coef=args.weight_space_coef, sweep_alphas=args.sweep_alphas, held_out=tuple(held_out),
         similarity=not args.no_similarity, similarity_probes=args.similarity_probes or None, max_cells=args.max_cells,
+        sweep_cells=args.sweep_cells or None,
     )
     describe = {**describe, "seed": args.seed, "command": "platonic grid"}
     summary = run_experiment(ws, _require(args.out, "--out"), config, describe, progress=not args.quiet)

@@ -4,6 +4,7 @@ held-out transfer, descriptor similarity against independent computations, and a
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import numpy as np
@@ -144,7 +145,7 @@ def test_report_table_layout_and_means(ws, tmp_path):
 
 
 def test_run_folder_has_report_and_readable_figures(ws, tmp_path):
-    config = ExperimentConfig(max_cells=4, held_out=(TASKS[0], TASKS[1], TASKS[2]), sweep_alphas=(0.0, 1.0))
+    config = ExperimentConfig(max_cells=4, held_out=(TASKS[0], TASKS[1], TASKS[2]), sweep_alphas=(0.0, 1.0), sweep_cells=3)
     summary = run_experiment(ws, tmp_path, config, {"seed": 0})
     report = (tmp_path / "report.md").read_text()
     for heading in ("## Two-task addition", "## Negation", "## Strength sweep", "## Accumulation",
@@ -157,3 +158,9 @@ def test_run_folder_has_report_and_readable_figures(ws, tmp_path):
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
         assert f"]({rel})" in report
     assert summary["cells"] == 8 and math.isfinite(summary["timings"]["total"])
+    cells = [json.loads(line) for line in (tmp_path / "cells.jsonl").read_text().splitlines()]
+    swept = json.loads((tmp_path / "studies.json").read_text())["sweep"]
+    for kind in ("addition", "negation"):  # 3 of 4 cells, evenly spaced: the first and the last among them
+        keys = [c["key"] for c in cells if c["kind"] == kind]
+        chosen = list(dict.fromkeys(r["key"] for r in swept if r["kind"] == kind))
+        assert len(chosen) == 3 and chosen[0] == keys[0] and chosen[-1] == keys[-1]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import attrs
+import numpy as np
 
 from ..errors import PlatonicError
 from . import plots, report, studies
@@ -36,6 +37,7 @@ class ExperimentConfig:
     strength: float = 1.0
     weight_space_coef: float = 0.5
     sweep_alphas: tuple[float, ...] = attrs.field(default=studies.DEFAULT_ALPHAS, converter=_floats)
+    sweep_cells: int | None = 200  # per kind, evenly spaced over the grid (None: every cell)
     accumulation: bool = True
     held_out: tuple[str, ...] = attrs.field(default=(), converter=tuple)  # related tasks..., held-out task last
     guarantee: bool = True
@@ -50,12 +52,21 @@ class ExperimentConfig:
             raise PlatonicError(f"groups must be among {', '.join(GROUPS)}, got {list(self.groups)}")
         if self.held_out and len(self.held_out) < 2:
             raise PlatonicError("held_out lists the related tasks then the held-out task (at least two names)")
-        if self.max_cells is not None and self.max_cells < 1:
-            raise PlatonicError(f"max_cells must be positive, got {self.max_cells}")
+        for name in ("max_cells", "sweep_cells", "similarity_probes"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise PlatonicError(f"{name} must be positive, got {value}")
 
     @property
     def settings(self) -> CellSettings:
         return CellSettings(self.alpha, self.strength, self.weight_space_coef)
+
+
+def spread(items: Sequence[Any], n: int | None) -> list[Any]:
+    """At most n items, evenly spaced over the sequence (all when n is None or large enough)."""
+    if n is None or len(items) <= n:
+        return list(items)
+    return [items[int(i)] for i in np.linspace(0, len(items) - 1, n).round()]
 
 
 def run_experiment(
@@ -91,7 +102,8 @@ def run_experiment(
     records = timed("cells", lambda: run_cells(ws, cells, out / "cells.jsonl", config.settings, on_record, progress))
 
     results: dict[str, Any] = {}
-    results["sweep"] = timed("strength sweep", lambda: studies.strength_sweep(ws, cells, config.sweep_alphas))
+    swept = [c for kind in config.kinds for c in spread([c for c in cells if c.kind == kind], config.sweep_cells)]
+    results["sweep"] = timed("strength sweep", lambda: studies.strength_sweep(ws, swept, config.sweep_alphas))
     if config.accumulation:
         results["accumulation"] = timed("accumulation", lambda: [
             r for t in sorted({c.target for c in cells}) for r in studies.accumulation(ws, t, ws.transfer_tasks, config.alpha)

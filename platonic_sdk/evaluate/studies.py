@@ -11,12 +11,14 @@ import itertools
 from typing import Any, Sequence
 
 import numpy as np
+import torch
 from torch import Tensor
 
 from ..errors import PlatonicError
 from .grid import Cell, cell_group
 from .guarantee import guarantee_items, pooled_summary
 from .workspace import Workspace
+from .zeroshot import accuracy_of, predict
 
 DEFAULT_ALPHAS = tuple(float(a) for a in np.round(np.linspace(0.0, 2.0, 9), 4))
 
@@ -34,17 +36,27 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def strength_sweep(ws: Workspace, cells: Sequence[Cell], alphas: Sequence[float] = DEFAULT_ALPHAS) -> list[dict[str, Any]]:
-    """Accuracy of each cell's closed-form edit at each strength: task mean and control mean."""
+    """Accuracy of each cell's closed-form edit at each strength: task mean and control mean.
+
+    The shift S A^T of each evaluation set is computed once; strength alpha gives Z + alpha S A^T.
+    """
     records = []
     for cell in cells:
         A, names = cell_operator(ws, cell)
-        for alpha in alphas:
-            accs = ws.accuracies(cell.target, names, A, float(alpha))
+        accs: dict[float, dict[str, float]] = {float(a): {} for a in alphas}
+        for name in names:
+            cache, head = ws.eval_set(cell.target, name), ws.head(cell.target, name)
+            shift = cache.S @ A.to(cache.S.dtype).T
+            labels = torch.from_numpy(cache.labels)
+            for alpha in accs:
+                embedded = cache.Z if alpha == 0 else cache.Z + alpha * shift
+                accs[alpha][name] = accuracy_of(predict(embedded, head), labels)
+        for alpha, acc in accs.items():
             records.append({
                 "key": cell.key, "kind": cell.kind, "target": cell.target, "group": cell.group,
-                "alpha": float(alpha), "accuracy": accs,
-                "task_mean": _mean([accs[t] for t in cell.tasks]),
-                "control_mean": _mean([accs[c] for c in names if c not in cell.tasks]),
+                "alpha": alpha, "accuracy": acc,
+                "task_mean": _mean([acc[t] for t in cell.tasks]),
+                "control_mean": _mean([acc[c] for c in names if c not in cell.tasks]),
             })
     return records
 
