@@ -21,7 +21,7 @@ import torch
 
 from .zoo import CORPUS_SIZE, MANIFEST, PRETRAIN, ZOO, ZOO_DIR, ZooMember, finetune_path, member
 
-FINETUNE = dict(rank=4, lora_alpha=8.0, epochs=3, lr=2e-3, batch_size=32, weight_decay=0.01)
+FINETUNE = dict(rank=4, lora_alpha=8.0, epochs=10, lr=5e-3, batch_size=32, weight_decay=0.01)
 
 
 def world_tokenizer(world: Any, captions: Sequence[str]):
@@ -49,13 +49,13 @@ def train_member(spec: ZooMember, images: Any, captions: Sequence[str], tokenize
     return encoder, losses
 
 
-def finetune_member(encoder: Any, name: str, world: Any, root: Path, progress: bool) -> dict[str, dict[str, float]]:
-    """Fine-tune `encoder` on every transfer task; save fp16 task vectors; return accuracies."""
+def finetune_member(encoder: Any, name: str, world: Any, root: Path, tasks: Sequence[str], progress: bool) -> dict[str, dict[str, float]]:
+    """Fine-tune `encoder` on each of `tasks`; save fp16 task vectors; return accuracies."""
     from ..finetune.source import FinetuneConfig, finetune
     from ..finetune.weightspace import TaskVector
 
     record = {}
-    for task_name in world.transfer_tasks:
+    for task_name in tasks:
         task = world.task(task_name)
         ft = finetune(encoder, task, FinetuneConfig(**FINETUNE), progress=progress)
         half = TaskVector({k: v.half() for k, v in ft.task_vector.deltas.items()}, ft.task_vector.metadata)
@@ -75,7 +75,7 @@ def _update_manifest(path: Path, name: str | None, entry: dict[str, Any], **top:
 
 
 def build(out: Path, names: Sequence[str], steps: int | None = None, corpus_size: int = CORPUS_SIZE,
-          stages: Sequence[str] = ("pretrain", "finetune"), progress: bool = True) -> None:
+          stages: Sequence[str] = ("pretrain", "finetune"), tasks: Sequence[str] | None = None, progress: bool = True) -> None:
     """Pretrain and/or fine-tune the named members into `out`, recording each in the manifest."""
     from .image import ImageWorld
 
@@ -109,10 +109,11 @@ def build(out: Path, names: Sequence[str], steps: int | None = None, corpus_size
             from .. import load
 
             encoder = load(spec.family, str(out / name)).eval()
-            accs = finetune_member(encoder, name, world, out, progress=False)
+            accs = finetune_member(encoder, name, world, out, tasks or world.transfer_tasks, progress=False)
             for control in world.controls:
                 accs[control] = {"zero_shot": zero_shot(encoder, world.task(control))}
-            _update_manifest(manifest_path, name, {"accuracy": accs})
+            old = json.loads(manifest_path.read_text())["members"].get(name, {}).get("accuracy", {})
+            _update_manifest(manifest_path, name, {"accuracy": {**old, **accs}})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -122,10 +123,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, help="pretraining steps (default: zoo.PRETRAIN)")
     parser.add_argument("--corpus-size", type=int, default=CORPUS_SIZE)
     parser.add_argument("--stages", nargs="+", choices=("pretrain", "finetune"), default=["pretrain", "finetune"])
+    parser.add_argument("--tasks", nargs="+", help="tasks to fine-tune on (default: the world's transfer tasks)")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    build(Path(args.out), args.members, args.steps, args.corpus_size, args.stages, progress=not args.quiet)
+    build(Path(args.out), args.members, args.steps, args.corpus_size, args.stages, args.tasks, progress=not args.quiet)
     return 0
 
 

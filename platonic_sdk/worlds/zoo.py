@@ -53,11 +53,12 @@ ZOO: tuple[ZooMember, ...] = (
          "text_cfg": {"width": 64, "heads": 4, "layers": 2}},
         "contrastive", seed=3,
     ),
+    ZooMember("metaclip", "metaclip", _vit("clip", 96, 2, 8), "contrastive", seed=5),
     ZooMember(
         "evaclip", "evaclip",
         {"embed_dim": 56, "timm_kwargs": {"patch_size": 8, "embed_dim": 48, "depth": 3, "num_heads": 4},
          "text_cfg": {"width": 48, "heads": 4, "layers": 2}},
-        "contrastive", seed=4,
+        "contrastive", seed=4, lr=1e-3,
     ),
 )
 CORPUS_SIZE = 40_000
