@@ -140,7 +140,8 @@ def build_parser() -> Parser:
     p.add_argument("--no-similarity", action="store_true", help="skip the descriptor similarity study")
     p.add_argument("--similarity-probes", type=int, default=64, help="probes per task in the similarity union grid (64; 0: all)")
     p.add_argument("--max-cells", type=int, help="at most this many cells per kind")
-    p.set_defaults(func=commands.cmd_grid, models=None, finetuned=None)
+    # one thread: the grid is thousands of small products, which extra threads only slow down (5x here)
+    p.set_defaults(func=commands.cmd_grid, models=None, finetuned=None, threads=1)
 
     p = sub.add_parser("demo", parents=[common], help="the offline demo on the synthetic world")
     p.add_argument("--out", default="out/demo", help="output folder (out/demo)")
