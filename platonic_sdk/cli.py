@@ -30,7 +30,7 @@ def _common() -> Parser:
     g.add_argument("--device", help="torch device for the models, e.g. cpu or cuda (default: where they load)")
     g.add_argument("--batch-size", type=int, default=64, help="encoding batch size (default 64)")
     g.add_argument("--seed", type=int, default=0, help="seed for splits, fine-tuning and baselines (default 0)")
-    g.add_argument("--threads", type=int, help="torch CPU threads (default: torch's; 1 is fastest on a busy machine)")
+    g.add_argument("--threads", type=int, help="torch CPU threads (grid: 1; others: torch's default)")
     g.add_argument("--quiet", action="store_true", help="no progress bars")
     g.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     g.add_argument("--plugin", action="append", metavar="MODULE|FILE.py",
