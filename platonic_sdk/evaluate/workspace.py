@@ -8,6 +8,7 @@ an operator A folded at strength alpha moves raw embeddings exactly as z -> z + 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from typing import Mapping, Sequence
 
@@ -22,6 +23,7 @@ from ..linalg import unit_rows
 from ..protocol import DualEncoder
 from ..tasks import Grid, Task
 from ..transfer.closed_form import OperatorBank
+from ..transfer.edit import Edit
 from .features import FeatureCache
 from .zeroshot import accuracy_of, predict
 
@@ -229,6 +231,18 @@ class Workspace:
         return self._task_vectors[key]
 
     @torch.no_grad()
+    def live_accuracies(self, family: str, names: Sequence[str], edit: Edit | None = None) -> dict[str, float]:
+        """Accuracies from real forward passes of the family's model, with `edit` applied meanwhile (then removed)."""
+        model = self._model(family)
+        with edit.applied_to(model) if edit is not None else contextlib.nullcontext():
+            out = {}
+            for name in names:
+                data = self._task(name).test
+                f = encode_items(model, data.items, self.batch_size, self.progress)
+                out[name] = accuracy_of(predict(f, self.head(family, name)), data.labels)
+            return out
+
+    @torch.no_grad()
     def weight_space_accuracies(self, target: str, vectors: Sequence[tuple[TaskVector, float]], names: Sequence[str]) -> dict[str, float]:
         """Accuracies of theta_target + sum_i c_i tau_i (same architecture); the target is restored after."""
         model = self._model(target)
@@ -236,12 +250,7 @@ class Workspace:
         try:
             for vector, coef in vectors:
                 handles.append(vector.apply_to(model.media_encoder, coef))
-            out = {}
-            for name in names:
-                data = self._task(name).test
-                f = encode_items(model, data.items, self.batch_size, self.progress)
-                out[name] = accuracy_of(predict(f, self.head(target, name)), data.labels)
-            return out
+            return self.live_accuracies(target, names)
         finally:
             for handle in reversed(handles):
                 handle.undo()

@@ -1,0 +1,38 @@
+"""The LoRA route as a cell method: it fits the cell's own composition and measures real forward passes."""
+
+import torch
+
+from grid_zoo import build_workspace
+from platonic_sdk.evaluate.grid import CellSettings, addition_cells, negation_cells
+from platonic_sdk.evaluate.lora_cells import LoraCellMethod
+from platonic_sdk.transfer.lora import LoraRouteConfig, fit_lora
+
+CONFIG = LoraRouteConfig(rank=2, lora_alpha=4.0, max_steps=3, batch_size=16, lr=1e-2)
+
+
+def _weights(model):
+    return {k: v.clone() for k, v in model.model.state_dict().items()}
+
+
+def test_lora_cell_equals_a_manual_fit_and_leaves_the_target_untouched():
+    ws = build_workspace()
+    cell = next(c for c in addition_cells(ws) if c.target == "siglip")
+    target = ws.models[cell.target]
+    before = _weights(target)
+    got = LoraCellMethod(CONFIG, deploy=0.7)(ws, cell, CellSettings())
+    assert all(torch.equal(v, target.model.state_dict()[k]) for k, v in before.items())
+    names = [*cell.tasks, *ws.controls]
+    assert set(got) == set(names)
+    composition = ws.descriptor(cell.sources[0], cell.tasks[0]) + ws.descriptor(cell.sources[1], cell.tasks[1])
+    edit = fit_lora(target, composition, [ws.grid(t) for t in cell.tasks], CONFIG, progress=False)
+    assert got == ws.live_accuracies(cell.target, names, edit.scaled(0.7))
+    assert ws.live_accuracies(cell.target, names) == ws.accuracies(cell.target, names)  # unedited: cache agrees
+
+
+def test_negation_cell_fits_the_negated_descriptor_at_the_cell_strength():
+    ws = build_workspace()
+    cell = next(c for c in negation_cells(ws) if c.target == "clip")
+    settings = CellSettings(strength=0.5)
+    got = LoraCellMethod(CONFIG)(ws, cell, settings)
+    edit = fit_lora(ws.models["clip"], -0.5 * ws.descriptor(cell.sources[0], cell.tasks[0]), [ws.grid(cell.tasks[0])], CONFIG, progress=False)
+    assert got == ws.live_accuracies("clip", [*cell.tasks, *ws.controls], edit)
