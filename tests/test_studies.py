@@ -151,7 +151,7 @@ def test_run_folder_has_report_and_readable_figures(ws, tmp_path):
     for heading in ("## Two-task addition", "## Negation", "## Strength sweep", "## Accumulation",
                     "## Held-out transfer", "## Guarantee diagnostic", "## Descriptor similarity", "| seed | 0 |"):
         assert heading in report
-    assert "holds on every record" in report
+    assert "holds on every record" in report and "| cells (resumed from an earlier run) | 8 (0) |" in report
     assert set(summary["figures"]) == {"scatter", "sweep", "accumulation", "similarity"}
     for rel in summary["figures"].values():
         data = (tmp_path / rel).read_bytes()

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import PlatonicError
 from . import plots, report, studies
-from .grid import GROUPS, CellSettings, addition_cells, negation_cells, run_cells
+from .grid import GROUPS, CellSettings, addition_cells, negation_cells, read_records, run_cells
 from .similarity import similarity
 from .workspace import Workspace
 
@@ -99,6 +99,8 @@ def run_experiment(
             f"no cells to run: groups {list(config.groups)} over families {list(ws.families)} and tasks "
             f"{list(ws.transfer_tasks)} (cross-family cells need fine-tunes of at least two families)"
         )
+    keys = {c.key for c in cells}
+    resumed = sum(r["key"] in keys for r in read_records(out / "cells.jsonl"))
     records = timed("cells", lambda: run_cells(ws, cells, out / "cells.jsonl", config.settings, on_record, progress))
 
     results: dict[str, Any] = {}
@@ -137,6 +139,7 @@ def run_experiment(
     timings["total"] = time.perf_counter() - started
     settings = {
         **(describe or {}),
+        "cells (resumed from an earlier run)": f"{len(records)} ({resumed})",
         "families": ", ".join(ws.families),
         "tasks": ", ".join(ws.transfer_tasks),
         "controls": ", ".join(ws.controls),
