@@ -23,7 +23,7 @@ import platonic_sdk as ps  # noqa: E402
 from platonic_sdk.evaluate import accuracy  # noqa: E402
 from platonic_sdk.worlds.image import ImageWorld  # noqa: E402
 
-TASKS = ("amber_shapes", "small_shapes")
+TASKS = ImageWorld().trio[:2]  # two related tasks of the world (amber-tinted shapes and glyphs)
 CONTROL = ImageWorld().controls[0]
 
 

@@ -147,7 +147,7 @@ def main() -> None:
     losses = pretrain(target, images, captions, PretrainConfig(steps=steps, batch_size=32 if args.ci else 128, warmup=1 if args.ci else 50), progress=not args.ci)
     print(f"pretrained bagnet for {steps} steps: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
 
-    task_name = "amber_shapes"
+    task_name = world.trio[0]
     task = world.task(task_name)
     source, tuned = source_and_finetune(world, task_name, args.ci)
     grid = task.grid(per_class=2 if args.ci else 30)
