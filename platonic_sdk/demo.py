@@ -184,6 +184,9 @@ def render_tables(report: dict[str, Any]) -> str:
         f"### Held-out transfer ({' + '.join(held['related'])} -> {held['task']}, {held['records']} target x source pairs)\n\n"
         + _table([["zero-shot", held["zero_shot"], held["control_zero_shot"]], ["closed form", held["closed_form"], held["control_closed_form"]]],
                  ["method", "held-out task", "control"]),
+        "### Per task (cross-family single term = Single-A/B; oracle = the target's own descriptor)\n\n" + _table(
+            [[t, v["zero_shot"], v["single"], v["oracle"], v["finetuned"]] for t, v in report["per_task"].items()],
+            ["task", "zero-shot", "single term", "oracle", "source fine-tuned"]),
         "### Figures\n\n" + _table([[k, v] for k, v in c.items()], ["figure", "value"]),
     ]
     return "\n\n".join(parts)

@@ -97,3 +97,22 @@ def test_captions_only_state_true_attributes() -> None:
             assert all(s == scene.shape for s in said_shapes)
             if scene.count > 1:
                 assert ("objects" in words) or plural(scene.shape) in words
+
+
+def test_shipped_zoo_loads_and_reproduces_its_manifest() -> None:
+    from platonic_sdk.evaluate.zeroshot import accuracy
+    from platonic_sdk.worlds import zoo
+
+    manifest = zoo.read_manifest()
+    world = ImageWorld(seed=manifest["world_seed"])
+    assert len({m["family"] for m in manifest["members"].values()}) >= 4
+    models = zoo.load_models(names=["clip", "siglip"])
+    for name, enc in models.items():
+        assert enc.family == manifest["members"][name]["family"] and enc.embed_dim == manifest["members"][name]["embed_dim"]
+        for task in world.transfer_tasks:
+            assert zoo.finetune_path(zoo.ZOO_DIR, name, task).is_file(), (name, task)
+    task = world.task("amber_shapes")
+    recorded = manifest["members"]["clip"]["accuracy"]["amber_shapes"]
+    assert accuracy(models["clip"], task) == pytest.approx(recorded["zero_shot"], abs=1e-6)
+    tuned = zoo.load_finetunes({"clip": models["clip"]}, ["amber_shapes"])[("clip", "amber_shapes")]
+    assert accuracy(tuned, task) == pytest.approx(recorded["finetuned"], abs=0.5)  # fp16 task vector

@@ -255,6 +255,8 @@ TASK_SPECS: dict[str, TaskSpec] = {
                  "shape at sizes below the pretraining range"),
         TaskSpec("tiny_counts", tuple(f"{c} {'object' if c == 'one' else 'objects'}" for c in COUNTS),
                  "a photo of {}.", _counts((2.2, 3.0)), "number of shapes, smaller than in pretraining"),
+        TaskSpec("large_counts", tuple(f"{c} {'object' if c == 'one' else 'objects'}" for c in COUNTS),
+                 "a photo of {}.", _counts((5.2, 6.2)), "number of shapes, larger than in pretraining"),
         TaskSpec("glyph_positions", tuple(POSITIONS), "a photo of an object {}.", _glyph_positions((5.0, 6.5)),
                  "place of a small glyph (glyphs are centred in pretraining)"),
         TaskSpec("small_letters", LETTERS, "a photo of the letter {}.", _letters((4.5, 6.0)),
@@ -307,7 +309,9 @@ class ImageWorld:
         """All tasks of the world (controls included)."""
         return tuple(TASK_SPECS)
 
-    demo_tasks: tuple[str, ...] = ("amber_shapes", "amber_glyphs", "teal_shapes", "violet_shapes", "teal_backgrounds")
+    demo_tasks: tuple[str, ...] = (
+        "amber_shapes", "amber_glyphs", "teal_shapes", "violet_shapes", "teal_backgrounds", "large_counts",
+    )
 
     @property
     def transfer_tasks(self) -> tuple[str, ...]:

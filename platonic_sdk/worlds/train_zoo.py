@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -21,7 +22,11 @@ import torch
 
 from .zoo import CORPUS_SIZE, MANIFEST, PRETRAIN, ZOO, ZOO_DIR, ZooMember, finetune_path, member
 
-FINETUNE = dict(rank=4, lora_alpha=8.0, epochs=10, lr=5e-3, batch_size=32, weight_decay=0.01)
+# Rank-4 LoRA on q/v (METHOD sec. 6) with a higher lr and more epochs for models trained from scratch.
+# The CE's temperature is CLIP's initial 1/0.07 (the pretraining loop's start; the loop does not keep
+# the learned one), not the 100 of a converged CLIP: at 100 the tiny models fit each task with small
+# cosine changes, and their descriptors (and every transfer) shrink accordingly.
+FINETUNE = dict(rank=4, lora_alpha=8.0, epochs=10, lr=5e-3, batch_size=32, weight_decay=0.01, logit_scale=1 / 0.07)
 
 
 def world_tokenizer(world: Any, captions: Sequence[str]):
@@ -71,7 +76,9 @@ def _update_manifest(path: Path, name: str | None, entry: dict[str, Any], **top:
     manifest.update(top)
     if name is not None:
         manifest["members"][name] = {**manifest["members"].get(name, {}), **entry}
-    path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    os.replace(tmp, path)  # atomic: a concurrent reader never sees a half-written file
 
 
 def build(out: Path, names: Sequence[str], steps: int | None = None, corpus_size: int = CORPUS_SIZE,

@@ -2,9 +2,12 @@
 corpus, and their source fine-tunes on the world's tasks (shipped in `worlds/zoo/`).
 
 `ZOO` lists each member as data (family, config written over the family's tiny config, loss, seed),
-so `python -m platonic_sdk.worlds.train_zoo` rebuilds exactly what ships. Members load through the
-family adapters (`platonic_sdk.load(family, folder)`); fine-tunes are fp16 media-tower task vectors
-(rank-4 LoRA merged, METHOD sec. 6) applied to a copy of the member.
+so `python -m platonic_sdk.worlds.train_zoo` rebuilds what ships (about 5 min per member on one free
+CPU core). Five families, five widths: clip (ViT 3x64, d=64), siglip (ViT 3x48 with its attention-pool
+residual head, d=48, sigmoid loss), openclip (ViT 2x64, d=80), metaclip (ViT 2x96, d=96), evaclip
+(timm EVA02 3x48, d=56). Members load through the family adapters (`platonic_sdk.load(family,
+folder)`); fine-tunes are fp16 media-tower task vectors (rank-4 LoRA merged, METHOD sec. 6) applied
+to a copy of the member.
 """
 
 from __future__ import annotations
