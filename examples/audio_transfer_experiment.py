@@ -46,7 +46,11 @@ def main() -> None:
     parser.add_argument("--ci", action="store_true", help="tiny random models and a tiny world (seconds)")
     parser.add_argument("--out", default="out/audio_experiment", help="output folder (report.md, figures/)")
     parser.add_argument("--alpha", type=float, default=0.5, help="addition strength")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: the study is many small products)")
     args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
 
     world = AudioWorld(train_per_class=3, test_per_class=2) if args.ci else AudioWorld()
     related, held_out = list(world.trio[:2]), world.trio[2]
