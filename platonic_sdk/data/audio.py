@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import PlatonicError, ShapeError
 from ..tasks import Split, Task
+from .folders import class_name, scan_classes, stratified_split, subfolders
 
 AUDIO_TEMPLATE = "this is a sound of {}."
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".aiff", ".aif", ".mp3")
@@ -117,30 +118,10 @@ def as_waveform(item: Any) -> Waveform:
     )
 
 
-def _split_indices(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-class random split: round(test_fraction * n_c) items of each class go to test (at least one)."""
-    if not 0.0 < test_fraction < 1.0:
-        raise PlatonicError(f"test_fraction must lie in (0, 1), got {test_fraction}")
-    rng = np.random.default_rng(seed)
-    train, test = [], []
-    for c in np.unique(labels):
-        members = rng.permutation(np.flatnonzero(labels == c))
-        if len(members) < 2:
-            raise PlatonicError(f"class {int(c)} has {len(members)} item(s): a train/test split needs two")
-        k = min(max(1, round(test_fraction * len(members))), len(members) - 1)
-        test.extend(members[:k].tolist())
-        train.extend(members[k:].tolist())
-    return np.sort(train), np.sort(test)
-
-
-def _classname(label: str) -> str:
-    return label.replace("_", " ").replace("-", " ").strip()
-
-
 def _task(name: str, classnames: Sequence[str], paths: Sequence[str], labels: np.ndarray,
           train_ids: np.ndarray, test_ids: np.ndarray, templates: Sequence[str]) -> Task:
     split = Split(list(paths), labels)
-    return Task(name, [_classname(c) for c in classnames], split.subset(train_ids), split.subset(test_ids), templates)
+    return Task(name, [class_name(c) for c in classnames], split.subset(train_ids), split.subset(test_ids), templates)
 
 
 def folder_task(
@@ -154,17 +135,12 @@ def folder_task(
     root = Path(root)
     if not root.is_dir():
         raise PlatonicError(f"audio folder {str(root)!r} does not exist")
-    classes = sorted(d.name for d in root.iterdir() if d.is_dir())
-    paths, labels = [], []
-    for c, cls in enumerate(classes):
-        files = sorted(f for f in (root / cls).iterdir() if f.suffix.lower() in AUDIO_SUFFIXES)
-        paths.extend(str(f) for f in files)
-        labels.extend([c] * len(files))
+    classes = subfolders(root)
+    paths, labels = scan_classes(root, classes, AUDIO_SUFFIXES)
     if not paths:
         raise PlatonicError(f"no audio files ({', '.join(AUDIO_SUFFIXES)}) under {str(root)!r}/<class>/")
-    labels_arr = np.asarray(labels)
-    train_ids, test_ids = _split_indices(labels_arr, test_fraction, seed)
-    return _task(name or root.name, classes, paths, labels_arr, train_ids, test_ids, templates)
+    train_ids, test_ids = stratified_split(labels, test_fraction, seed)
+    return _task(name or root.name, classes, [str(p) for p in paths], labels, train_ids, test_ids, templates)
 
 
 def manifest_task(

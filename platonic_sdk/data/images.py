@@ -11,12 +11,11 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from ..errors import PlatonicError
 from ..tasks import DEFAULT_TEMPLATE, Split, Task
-from .audio import _split_indices
+from .folders import class_name, scan_classes, stratified_split, subfolders
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 
@@ -30,24 +29,6 @@ def read_image(path: str | os.PathLike) -> Image.Image:
         raise PlatonicError(f"cannot read image {str(path)!r}: {exc}") from None
 
 
-def _classname(folder: str) -> str:
-    return folder.replace("_", " ").replace("-", " ").strip()
-
-
-def _scan(root: Path, classes: Sequence[str]) -> tuple[list[Path], np.ndarray]:
-    paths, labels = [], []
-    for c, cls in enumerate(classes):
-        folder = root / cls
-        files = sorted(f for f in folder.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES) if folder.is_dir() else []
-        paths.extend(files)
-        labels.extend([c] * len(files))
-    return paths, np.asarray(labels, dtype=np.int64)
-
-
-def _subdirs(root: Path) -> list[str]:
-    return sorted(d.name for d in root.iterdir() if d.is_dir())
-
-
 def image_folder_task(
     root: str | os.PathLike,
     name: str | None = None,
@@ -59,19 +40,19 @@ def image_folder_task(
     root = Path(root)
     if not root.is_dir():
         raise PlatonicError(f"image folder {str(root)!r} does not exist")
-    subdirs = _subdirs(root)
+    subdirs = subfolders(root)
     if {"train", "test"} <= set(subdirs):
-        classes = sorted(set(_subdirs(root / "train")) | set(_subdirs(root / "test")))
-        splits = [_scan(root / split, classes) for split in ("train", "test")]
+        classes = sorted(set(subfolders(root / "train")) | set(subfolders(root / "test")))
+        splits = [scan_classes(root / split, classes, IMAGE_SUFFIXES) for split in ("train", "test")]
         if not len(splits[0][0]) or not len(splits[1][0]):
             raise PlatonicError(f"{str(root)!r}: train/ and test/ both need images under <class>/ folders")
         train, test = (Split([read_image(p) for p in paths], labels) for paths, labels in splits)
     else:
         classes = subdirs
-        paths, labels = _scan(root, classes)
+        paths, labels = scan_classes(root, classes, IMAGE_SUFFIXES)
         if not paths:
             raise PlatonicError(f"no images ({', '.join(IMAGE_SUFFIXES)}) under {str(root)!r}/<class>/")
         everything = Split([read_image(p) for p in paths], labels)
-        train_ids, test_ids = _split_indices(labels, test_fraction, seed)
+        train_ids, test_ids = stratified_split(labels, test_fraction, seed)
         train, test = everything.subset(train_ids), everything.subset(test_ids)
-    return Task(name or root.name, [_classname(c) for c in classes], train, test, templates)
+    return Task(name or root.name, [class_name(c) for c in classes], train, test, templates)
