@@ -145,6 +145,8 @@ def build_parser() -> Parser:
 
     p = sub.add_parser("demo", parents=[common], help="the offline demo on the synthetic world")
     p.add_argument("--out", default="out/demo", help="output folder (out/demo)")
+    p.add_argument("--lora-cells", type=int, default=8, help="addition and negation cells that also run the LoRA route (8; 0: none)")
+    p.add_argument("--weight-space-cells", type=int, default=6, help="same-model cells with weight-space arithmetic (6; 0: none)")
     p.add_argument("--modality", choices=("image", "audio"), default="image", help="which world and zoo (image)")
     p.set_defaults(func=commands.cmd_demo)
     return parser

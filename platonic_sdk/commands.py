@@ -318,11 +318,9 @@ def world_workspace(args: argparse.Namespace):
     """A synthetic world's shipped zoo as a Workspace, with the world's ridge and held-out trio as defaults."""
     import importlib
 
-    from .demo import DemoConfig
-
     world_module, world_class, zoo_module = WORLDS[args.world]
     if args.ridge_b is None:
-        args.ridge_b = DemoConfig().ridge_b  # the worlds' landmark ridge (METHOD sec. 11), not the paper's
+        args.ridge_b = importlib.import_module(world_module).RIDGE_B  # the world's landmark ridge (METHOD sec. 11)
     if args.held_out is None:
         args.held_out = list(getattr(importlib.import_module(world_module), world_class)().trio)
     return importlib.import_module(zoo_module).workspace_for_grid(args)

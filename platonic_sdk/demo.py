@@ -63,7 +63,12 @@ def register_method(name: str, fn: MethodFn, kinds: Sequence[str] = ("addition",
 
 @attrs.frozen
 class DemoConfig:
-    """What the demo runs; `seed` sets the world's items, the probe draw and the Random-UTD draws."""
+    """What the demo runs; `seed` sets the world's items, the probe draw and the Random-UTD draws.
+
+    Ridge factors left at None take the world's own (`platonic_sdk.worlds.<modality>.RIDGE_A/B`).
+    `lora_cells` addition and negation cells (evenly spread) also run the LoRA route, fitted for at
+    most `lora_steps` steps (METHOD sec. 5: 20 epochs capped at 540) and deployed at its own strength; `weight_space_cells` same-model addition cells add weight-space task arithmetic.
+    """
 
     seed: int = 0
     modality: str = "image"
@@ -71,11 +76,25 @@ class DemoConfig:
     per_class: int = 30
     alpha: float = 0.5
     strength: float = 1.0
-    ridge_a: float = IMAGE_RIDGE_A
-    ridge_b: float = IMAGE_RIDGE_B
+    ridge_a: float | None = None
+    ridge_b: float | None = None
     pairing: str = "auto"
     batch_size: int = 256
     device: str | None = None
+    lora_cells: int = 8
+    lora_steps: int = 540
+    weight_space_cells: int = 6
+
+    def resolved(self) -> "DemoConfig":
+        """This config with the world's ridge factors filled in."""
+        import importlib
+
+        world = importlib.import_module(f"platonic_sdk.worlds.{self.modality}")
+        return attrs.evolve(
+            self,
+            ridge_a=world.RIDGE_A if self.ridge_a is None else self.ridge_a,
+            ridge_b=world.RIDGE_B if self.ridge_b is None else self.ridge_b,
+        )
 
 
 def image_setup(config: DemoConfig) -> tuple[Any, dict[str, Any]]:
@@ -168,7 +187,8 @@ def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
 def render_tables(report: dict[str, Any]) -> str:
     """Paper-format tables (METHOD.md sec. 9) of the summaries, as markdown."""
     labels = {"zero_shot": "zero-shot", "random": "Random-UTD", "single_a": "single A", "single_b": "single B",
-              "closed_form": "ours, closed form", "oracle": "oracle (own UTD)"}
+              "closed_form": "ours, closed form", "oracle": "oracle (own UTD)", "lora": "ours, LoRA route",
+              "weight_space": "weight space (same-model cells)"}
     add, neg = report["addition"], report["negation"]
     extra = [m for m in add if isinstance(add[m], dict) and m not in labels]
     add_rows = [[labels.get(m, m), add[m]["task_a"], add[m]["task_b"], add[m]["control"], add[m]["cells"]]
@@ -184,6 +204,7 @@ def render_tables(report: dict[str, Any]) -> str:
         + _table(add_rows, ["method", "task A", "task B", "control", "cells"]),
         f"### Negation, cross-family, strength {report['config']['strength']:g} ({neg['cells']} cells)\n\n"
         + _table(neg_rows, ["method", "removed task", "control", "cells"]),
+        *lora_tables(report, labels),
         f"### Held-out transfer ({' + '.join(held['related'])} -> {held['task']}, {held['records']} target x source pairs)\n\n"
         + _table([["zero-shot", held["zero_shot"], held["control_zero_shot"]], ["closed form", held["closed_form"], held["control_closed_form"]]],
                  ["method", "held-out task", "control"]),
@@ -193,6 +214,36 @@ def render_tables(report: dict[str, Any]) -> str:
         "### Figures\n\n" + _table([[k, v] for k, v in c.items()], ["figure", "value"]),
     ]
     return "\n\n".join(parts)
+
+
+def spread(items: Sequence[Any], count: int | None) -> list[Any]:
+    """`count` items evenly spaced over `items` (all of them when count is None or larger)."""
+    if count is None or count >= len(items):
+        return list(items)
+    return [items[i] for i in np.linspace(0, len(items) - 1, count).round().astype(int)] if count > 0 else []
+
+
+def builtin_methods(config: DemoConfig) -> list[ExtraMethod]:
+    """The LoRA route on `config.lora_cells` cells of each kind (none when 0)."""
+    if not config.lora_cells:
+        return []
+    from .evaluate.lora_cells import LoraCellMethod
+    from .transfer.lora import LoraRouteConfig
+
+    method = LoraCellMethod(LoraRouteConfig(max_steps=config.lora_steps, seed=config.seed))
+    return [ExtraMethod("lora", method, (kind,), config.lora_cells) for kind in ("addition", "negation")]
+
+
+def lora_tables(report: dict[str, Any], labels: Mapping[str, str]) -> list[str]:
+    """The LoRA route against the closed form on the very cells where the route ran."""
+    out = []
+    for kind, slots in (("addition", ("task_a", "task_b", "control")), ("negation", ("removed", "control"))):
+        same = report.get("lora_same_cells", {}).get(kind, {})
+        if "lora" in same:
+            rows = [[labels[m], *(same[m][s] for s in slots)] for m in ("zero_shot", "closed_form", "lora")]
+            out.append(f"### LoRA route vs closed form on the same {kind} cells ({same['cells']} cells)\n\n"
+                       + _table(rows, ["method", *slots]))
+    return out
 
 
 def run_demo(
@@ -209,6 +260,7 @@ def run_demo(
     from .evaluate.grid import CellSettings, addition_cells, evaluate_cell, negation_cells
     from .evaluate.similarity import similarity
 
+    config = config.resolved()
     make = setup_for(config.modality) if setup is None else None
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -227,16 +279,24 @@ def run_demo(
     if not cells:
         raise PlatonicError("the zoo gives no cross-family cells (it needs fine-tunes of at least two families)")
 
+    methods = [*EXTRA_METHODS.values(), *builtin_methods(config)]
+    extra_names = list(dict.fromkeys(m.name for m in methods))
+
     def run_cells() -> list[dict[str, Any]]:
         records = [evaluate_cell(ws, cell, settings) for cell in tqdm(cells, desc="cells", disable=not progress)]
-        for method in EXTRA_METHODS.values():
-            chosen = [(c, r) for c, r in zip(cells, records) if c.kind in method.kinds][: method.max_cells]
+        for method in methods:
+            chosen = spread([(c, r) for c, r in zip(cells, records) if c.kind in method.kinds], method.max_cells)
             for cell, record in tqdm(chosen, desc=method.name, disable=not progress):
                 record["results"][method.name] = dict(method.fn(ws, cell, settings))
         return records
 
+    def run_same_model() -> list[dict[str, Any]]:
+        chosen = spread(addition_cells(ws, groups=("same-model",)), config.weight_space_cells)
+        return [evaluate_cell(ws, cell, settings) for cell in tqdm(chosen, desc="same-model cells", disable=not progress)]
+
     sim = stage("similarity", lambda: similarity(ws))
     records = stage("cells", run_cells)
+    same_model = stage("same-model cells", run_same_model) if config.weight_space_cells else []
     related, held_task = describe["related"], describe["held_out"]
     held = stage("held-out", lambda: [r for t in ws.families for r in studies.held_out(ws, t, related, held_task, config.alpha)])
     controls = list(ws.controls)
@@ -245,8 +305,9 @@ def run_demo(
         "describe": describe,
         "similarity": {"same_task_cross_model": sim.same_task_cross_model, "same_model_cross_task": sim.same_model_cross_task,
                        "labels": [list(x) for x in sim.labels], "matrix": sim.matrix.round(4).tolist()},
-        "addition": summarise([r for r in records if r["kind"] == "addition"], "addition", [*ADDITION_METHODS, *EXTRA_METHODS]),
-        "negation": summarise([r for r in records if r["kind"] == "negation"], "negation", [*NEGATION_METHODS, *EXTRA_METHODS]),
+        "addition": summarise([r for r in records if r["kind"] == "addition"], "addition", [*ADDITION_METHODS, *extra_names]),
+        "negation": summarise([r for r in records if r["kind"] == "negation"], "negation", [*NEGATION_METHODS, *extra_names]),
+        "addition_same_model": summarise(same_model, "addition", [*ADDITION_METHODS, "weight_space"]),
         "held_out": {
             "related": related, "task": held_task, "records": len(held),
             "zero_shot": _mean([r["zero_shot"][held_task] for r in held]),
@@ -259,6 +320,12 @@ def run_demo(
         },
         "per_task": per_task(records, ws),
     }
+    report["lora_same_cells"] = {  # the LoRA route against the closed form on exactly the cells it ran
+        kind: summarise([r for r in records if r["kind"] == kind and "lora" in r["results"]], kind, ["zero_shot", "closed_form", "lora"])
+        for kind in ("addition", "negation")
+    }
+    if "weight_space" in report["addition_same_model"]:
+        report["addition"]["weight_space"] = report["addition_same_model"]["weight_space"]
     report["checks"] = checks(report)
     timings["total"] = round(time.perf_counter() - started, 2)
     report["timings"] = timings
@@ -296,7 +363,8 @@ def per_task(records: Sequence[dict[str, Any]], ws: Any) -> dict[str, dict[str, 
 
 def main(args: argparse.Namespace) -> int:
     """Entry point of `platonic demo` (options parsed by cli.py)."""
-    config = DemoConfig(seed=args.seed, modality=getattr(args, "modality", "image"), device=getattr(args, "device", None))
+    config = DemoConfig(seed=args.seed, modality=getattr(args, "modality", "image"), device=getattr(args, "device", None),
+                        lora_cells=args.lora_cells, weight_space_cells=args.weight_space_cells)
     t0 = time.perf_counter()
     report = run_demo(config, args.out, progress=not getattr(args, "quiet", False))
     print(render_tables(report))

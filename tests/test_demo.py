@@ -84,7 +84,7 @@ def test_demo_pipeline_end_to_end(tiny_setup, tmp_path) -> None:
 
     register_method("probe_hook", fake_route, kinds=("addition",), max_cells=2)
     try:
-        report = run_demo(DemoConfig(seed=3), tmp_path, progress=False, setup=(ws, describe))
+        report = run_demo(DemoConfig(seed=3, lora_cells=1, lora_steps=2, weight_space_cells=2), tmp_path, progress=False, setup=(ws, describe))
     finally:
         EXTRA_METHODS.pop("probe_hook")
     on_disk = json.loads((tmp_path / "report.json").read_text())
@@ -97,7 +97,12 @@ def test_demo_pipeline_end_to_end(tiny_setup, tmp_path) -> None:
     assert {"zero_shot", "closed_form"} <= set(on_disk["held_out"])
     assert {"same_task_cross_model", "same_model_cross_task"} <= set(on_disk["similarity"])
     assert len(calls) == 2 and on_disk["addition"]["probe_hook"]["cells"] == 2
-    assert (tmp_path / "report.md").read_text().count("ours, closed form") == 2  # addition and negation tables
+    # addition and negation tables, and the LoRA route against the closed form on its own cells of each kind
+    assert (tmp_path / "report.md").read_text().count("ours, closed form") == 4
+    for kind in ("addition", "negation"):
+        same = on_disk["lora_same_cells"][kind]
+        assert same["cells"] == 1 and same["lora"]["cells"] == 1 and on_disk[kind]["lora"]["cells"] == 1
+    assert on_disk["addition_same_model"]["cells"] == 2 and on_disk["addition"]["weight_space"]["cells"] == 2
 
     # independent check: zero-shot through a real forward pass on each target, averaged like the report
     direct = {(t, name): accuracy(ws.models[t], ws.tasks[name]) for t in ws.families for name in TASKS}

@@ -280,8 +280,8 @@ AUDIO_CORPUS_SIZE = 20_000
 # The world's ridge factors for the demo (METHOD sec. 11: the landmark ridge mu_b is the control lever
 # with tiny text towers). On the shipped zoo, mu_b = 0.01 / 0.1 / 1.0 (relative) moved the addition
 # control by -3.9 / -3.1 / -0.9 points for similar task gains, so the audio world uses 1.0.
-AUDIO_RIDGE_A = 1e-2
-AUDIO_RIDGE_B = 1.0
+RIDGE_A = 1e-2
+RIDGE_B = 1.0
 AUDIO_PRETRAIN = PretrainConfig(steps=1000, batch_size=64, lr=2e-3)
 # Source fine-tuning of the shipped zoo: rank-4 LoRA on HTSAT's q/v (METHOD sec. 6), lr raised for
 # models trained from scratch.

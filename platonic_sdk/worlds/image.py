@@ -35,6 +35,12 @@ from .scenes import (
     render,
 )
 
+# The world's ridge factors (METHOD sec. 11): tiny text towers give nearly collinear landmarks, so the
+# landmark ridge mu_b is raised from the paper's 1e-6 (the library default) to keep controls intact;
+# chosen on seed 0, confirmed on seeds 1 and 2 (see the demo's report).
+RIDGE_A = 1e-1
+RIDGE_B = 5e-1
+
 Sampler = Callable[[np.random.Generator, int], Scene]
 CONTROL_TRAIN_PER_CLASS = 4
 DIGIT_TEST_POOL = 600  # handwritten digits reserved for test splits (of 1,797)
