@@ -35,9 +35,11 @@ from .scenes import (
     render,
 )
 
-# The world's ridge factors (METHOD sec. 11): tiny text towers give nearly collinear landmarks, so the
-# landmark ridge mu_b is raised from the paper's 1e-6 (the library default) to keep controls intact;
-# chosen on seed 0, confirmed on seeds 1 and 2 (see the demo's report).
+# The world's ridge factors (METHOD sec. 11; the library keeps the paper's 1e-2 / 1e-6 as defaults).
+# Tiny text towers give nearly collinear landmarks: at mu_b = 1e-6 the solve amplifies the directions
+# that separate them and the control loses ~19 points. Chosen on world seed 0 (checked on seeds 1, 2):
+# mu_b = 0.5 and mu_a = 0.1 (relative) keep the addition control within ~2.5 points; lower values
+# raise task gains and control losses together (see the issue note's sweep).
 RIDGE_A = 1e-1
 RIDGE_B = 5e-1
 
