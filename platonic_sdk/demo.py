@@ -189,7 +189,7 @@ def render_tables(report: dict[str, Any]) -> str:
     neg_rows = [[labels.get(m, m), neg[m]["removed"], neg[m]["control"], neg[m]["cells"]] for m in [*labels, *extra] if m in neg]
     sim, held, c = report["similarity"], report["held_out"], report["checks"]
     parts = [
-        f"### Descriptor similarity\n\n" + _table(
+        "### Descriptor similarity\n\n" + _table(
             [[sim["same_task_cross_model"], sim["same_model_cross_task"], c["similarity_ratio"]]],
             ["same task, other models", "same model, other tasks (union grid)", "ratio"]),
         f"### Two-task addition, cross-family, alpha {report['config']['alpha']:g} ({add['cells']} cells)\n\n"
