@@ -147,6 +147,7 @@ def build_parser() -> Parser:
     p.add_argument("--out", default="out/demo", help="output folder (out/demo)")
     p.add_argument("--lora-cells", type=int, default=8, help="addition and negation cells that also run the LoRA route (8; 0: none)")
     p.add_argument("--weight-space-cells", type=int, default=6, help="same-model cells with weight-space arithmetic (6; 0: none)")
+    p.add_argument("--orthoreg-tasks", type=int, default=0, help="run the OrthoReg study on this many tasks (0: off; ~2 min for 3)")
     p.add_argument("--modality", choices=("image", "audio"), default="image", help="which world and zoo (image)")
     p.set_defaults(func=commands.cmd_demo)
     return parser

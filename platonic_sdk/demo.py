@@ -76,6 +76,7 @@ class DemoConfig:
     lora_cells: int = 8
     lora_steps: int = 540
     weight_space_cells: int = 6
+    orthoreg_tasks: int = 0
 
     def resolved(self) -> "DemoConfig":
         """This config with the world's ridge factors filled in."""
@@ -108,6 +109,7 @@ def image_setup(config: DemoConfig) -> tuple[Any, dict[str, Any]]:
         "zoo": ", ".join(f"{n} (d={manifest['members'][n]['embed_dim']}, {manifest['members'][n]['loss']})" for n in models),
         "related": list(world.trio[:2]),
         "held_out": world.trio[2],
+        "finetune": manifest.get("finetune", {}),
     }
     return ws, describe
 
@@ -197,6 +199,7 @@ def render_tables(report: dict[str, Any]) -> str:
         f"### Negation, cross-family, strength {report['config']['strength']:g} ({neg['cells']} cells)\n\n"
         + _table(neg_rows, ["method", "removed task", "control", "cells"]),
         *lora_tables(report, labels),
+        *orthoreg_tables(report),
         f"### Held-out transfer ({' + '.join(held['related'])} -> {held['task']}, {held['records']} target x source pairs)\n\n"
         + _table([["zero-shot", held["zero_shot"], held["control_zero_shot"]], ["closed form", held["closed_form"], held["control_closed_form"]]],
                  ["method", "held-out task", "control"]),
@@ -213,6 +216,24 @@ def spread(items: Sequence[Any], count: int | None) -> list[Any]:
     if count is None or count >= len(items):
         return list(items)
     return [items[i] for i in np.linspace(0, len(items) - 1, count).round().astype(int)] if count > 0 else []
+
+
+def orthoreg_study(ws: Any, config: DemoConfig, recipe: Mapping[str, Any]) -> dict[str, Any]:
+    """Plain vs OrthoReg (lambda = 1) fine-tuning of one family on several tasks, then weight-space addition."""
+    from .evaluate.merging import addition_study
+    from .finetune import FinetuneConfig
+
+    family = ws.families[0]
+    tasks = [ws.tasks[t] for t in ws.transfer_tasks[: config.orthoreg_tasks]]
+    results = addition_study(ws.models[family], tasks, FinetuneConfig(**recipe, seed=config.seed), lambdas=(0.0, 1.0))
+    return {
+        "family": family,
+        "tasks": [t.name for t in tasks],
+        "recipe": dict(recipe),
+        "runs": [{"orthoreg": r.orthoreg, "coef": r.coef, "mean_cosine": r.mean_cosine, "normalised": r.normalised,
+                  "merged_mean": _mean(list(r.merged.values())), "merged": r.merged, "finetuned": r.finetuned,
+                  "zero_shot": r.zero_shot} for r in results],
+    }
 
 
 def builtin_methods(config: DemoConfig) -> list[ExtraMethod]:
@@ -236,6 +257,16 @@ def lora_tables(report: dict[str, Any], labels: Mapping[str, str]) -> list[str]:
             out.append(f"### LoRA route vs closed form on the same {kind} cells ({same['cells']} cells)\n\n"
                        + _table(rows, ["method", *slots]))
     return out
+
+
+def orthoreg_tables(report: dict[str, Any]) -> list[str]:
+    """The OrthoReg study (when it ran): task-vector cosine and the merged model's accuracy per lambda."""
+    study = report.get("orthoreg")
+    if not study:
+        return []
+    rows = [[r["orthoreg"], r["mean_cosine"], r["coef"], r["merged_mean"], r["normalised"]] for r in study["runs"]]
+    return [f"### OrthoReg study ({study['family']}, weight-space addition of {', '.join(study['tasks'])})\n\n"
+            + _table(rows, ["lambda", "mean pairwise cosine", "picked coefficient", "merged accuracy", "normalised accuracy"])]
 
 
 def run_demo(
@@ -312,6 +343,8 @@ def run_demo(
         },
         "per_task": per_task(records, ws),
     }
+    if config.orthoreg_tasks:
+        report["orthoreg"] = stage("orthoreg study", lambda: orthoreg_study(ws, config, describe.get("finetune", {})))
     report["lora_same_cells"] = {  # the LoRA route against the closed form on exactly the cells it ran
         kind: summarise([r for r in records if r["kind"] == kind and "lora" in r["results"]], kind, ["zero_shot", "closed_form", "lora"])
         for kind in ("addition", "negation")
@@ -356,7 +389,8 @@ def per_task(records: Sequence[dict[str, Any]], ws: Any) -> dict[str, dict[str, 
 def main(args: argparse.Namespace) -> int:
     """Entry point of `platonic demo` (options parsed by cli.py)."""
     config = DemoConfig(seed=args.seed, modality=getattr(args, "modality", "image"), device=getattr(args, "device", None),
-                        lora_cells=args.lora_cells, weight_space_cells=args.weight_space_cells)
+                        lora_cells=args.lora_cells, weight_space_cells=args.weight_space_cells,
+                        orthoreg_tasks=args.orthoreg_tasks)
     t0 = time.perf_counter()
     report = run_demo(config, args.out, progress=not getattr(args, "quiet", False))
     print(render_tables(report))

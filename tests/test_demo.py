@@ -103,6 +103,7 @@ def test_demo_pipeline_end_to_end(tiny_setup, tmp_path) -> None:
         same = on_disk["lora_same_cells"][kind]
         assert same["cells"] == 1 and same["lora"]["cells"] == 1 and on_disk[kind]["lora"]["cells"] == 1
     assert on_disk["addition_same_model"]["cells"] == 2 and on_disk["addition"]["weight_space"]["cells"] == 2
+    assert "orthoreg" not in on_disk  # the OrthoReg study is opt-in
 
     # independent check: zero-shot through a real forward pass on each target, averaged like the report
     direct = {(t, name): accuracy(ws.models[t], ws.tasks[name]) for t in ws.families for name in TASKS}

@@ -54,6 +54,7 @@ def test_addition_study_with_and_without_orthoreg(setup):
         assert all(r.finetuned[t] > r.zero_shot[t] for t in r.finetuned)
         assert r.normalised == pytest.approx(np.mean([r.merged[t] / r.finetuned[t] for t in ("colours", "shades")]))
         assert r.coef > 0 and np.mean(list(r.merged.values())) > np.mean(list(r.zero_shot.values()))
+        assert -1.0 <= r.mean_cosine <= 1.0  # two vectors: their cosine (TaskVector.cosine is tested exactly)
     assert all(torch.equal(encoder.model.state_dict()[k], v) for k, v in state.items())
 
 

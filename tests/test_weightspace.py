@@ -125,3 +125,18 @@ def test_negation_sweep_respects_control_floor():
     assert sum(sweep.feasible) == len(feasible)
     with pytest.raises(PlatonicError, match="constraint"):
         select_negation(evaluate, "target", "control", zero_shot_control=70.0, coefs=[0.8, 1.0])
+
+
+def test_cosine_matches_flattened_computation():
+    import torch
+
+    from platonic_sdk.finetune.weightspace import TaskVector
+
+    gen = torch.Generator().manual_seed(0)
+    a = TaskVector({"w": torch.randn(3, 4, generator=gen), "b": torch.randn(4, generator=gen)}, {})
+    b = TaskVector({"w": torch.randn(3, 4, generator=gen), "b": torch.randn(4, generator=gen)}, {})
+    flat_a = torch.cat([a.deltas["w"].reshape(-1), a.deltas["b"]]).double()
+    flat_b = torch.cat([b.deltas["w"].reshape(-1), b.deltas["b"]]).double()
+    expected = float(flat_a @ flat_b / (flat_a.norm() * flat_b.norm()))
+    assert abs(a.cosine(b) - expected) < 1e-12
+    assert abs(a.cosine(a) - 1.0) < 1e-12 and abs(a.cosine(-1.0 * a) + 1.0) < 1e-12

@@ -30,6 +30,7 @@ class MergeResult:
     zero_shot: dict[str, float]
     finetuned: dict[str, float]
     merged: dict[str, float]
+    mean_cosine: float = float("nan")  # mean pairwise cosine of the merged task vectors (addition)
 
     @property
     def normalised(self) -> float:
@@ -83,7 +84,8 @@ def addition_study(
         val_tuned = {t.name: accuracy_with(encoder, vec, t) for t, vec in zip(val, vectors)}
         sweep = select_addition(task_vector_evaluator(encoder, total, val), val_tuned, coefs, progress)
         merged = task_vector_evaluator(encoder, total, tasks)(sweep.best)
-        out.append(MergeResult(lam, sweep.best, sweep, zero_shot, tuned, merged))
+        cosines = [a.cosine(b) for i, a in enumerate(vectors) for b in vectors[i + 1 :]]
+        out.append(MergeResult(lam, sweep.best, sweep, zero_shot, tuned, merged, float(np.mean(cosines)) if cosines else float("nan")))
     return out
 
 

@@ -139,6 +139,13 @@ class TaskVector:
         """Frobenius norm of the whole vector: sqrt(sum_name ||tau[name]||^2)."""
         return float(sum(d.double().square().sum() for d in self.deltas.values()) ** 0.5)
 
+    def cosine(self, other: "TaskVector") -> float:
+        """<tau, tau'> / (||tau|| ||tau'||) over all tensors (the interference OrthoReg lowers)."""
+        _check_same_layout(self.deltas, other.deltas, "task-vector cosine")
+        dot = sum(float((d.double() * other.deltas[n].double().to(d.device)).sum()) for n, d in self.deltas.items())
+        denom = self.norm() * other.norm()
+        return dot / denom if denom > 0 else 0.0
+
     def apply_to(self, model: nn.Module, coef: float = 1.0) -> "AppliedTaskVector":
         """theta <- theta + coef * tau in place (summed in float64); returns a handle whose undo() is exact."""
         c = check_strength(coef, "task-vector coefficient")
