@@ -10,14 +10,13 @@ import torch
 
 from platonic_sdk import from_config
 from platonic_sdk.demo import DemoConfig, run_demo
-from platonic_sdk.evaluate.grid import addition_cells, evaluate_cell
 from platonic_sdk.evaluate.workspace import Workspace
 from platonic_sdk.evaluate.zeroshot import accuracy
 from platonic_sdk.finetune.source import FinetuneConfig, finetune
-from platonic_sdk.transfer.edit import OperatorEdit
 from platonic_sdk.worlds.audio import AudioWorld
 from platonic_sdk.worlds.pretrain import PretrainConfig, pretrain
 from platonic_sdk.worlds.train_zoo import world_tokenizer
+from cell_checks import assert_closed_form_cell_is_the_folded_model
 
 TASKS = ("muffled_notes", "muffled_melodies", "short_noises")
 
@@ -55,15 +54,4 @@ def test_audio_demo_runs_every_stage(tiny_setup, tmp_path) -> None:
 
 
 def test_closed_form_cell_matches_a_folded_clap_model(tiny_setup) -> None:
-    _, ws, _ = tiny_setup
-    cell = addition_cells(ws)[0]
-    record = evaluate_cell(ws, cell)
-    target = ws.models[cell.target]
-    A = sum(ws.operator(cell.target, s, t) for s, t in zip(cell.sources, cell.tasks))
-    edit = OperatorEdit(A, 0.5, target.last_affine().kind, {}).apply(target)
-    try:
-        folded = {name: accuracy(target, ws.tasks[name]) for name in record["results"]["closed_form"]}
-    finally:
-        edit.remove()
-    for name, value in folded.items():
-        assert record["results"]["closed_form"][name] == pytest.approx(value, abs=1e-6)
+    assert_closed_form_cell_is_the_folded_model(tiny_setup[1])

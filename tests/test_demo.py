@@ -18,6 +18,7 @@ from platonic_sdk.finetune.source import FinetuneConfig, finetune
 from platonic_sdk.worlds.image import ImageWorld
 from platonic_sdk.worlds.pretrain import LossHead, PretrainConfig, caption_positives, pretrain
 from platonic_sdk.worlds.train_zoo import world_tokenizer
+from cell_checks import assert_closed_form_cell_is_the_folded_model
 
 TASKS = ("amber_shapes", "amber_glyphs", "fine_patterns")
 
@@ -115,19 +116,4 @@ def test_demo_pipeline_end_to_end(tiny_setup, tmp_path) -> None:
 
 
 def test_closed_form_cell_matches_a_folded_model(tiny_setup) -> None:
-    from platonic_sdk.evaluate.grid import addition_cells, evaluate_cell
-
-    _, ws, _ = tiny_setup
-    cell = addition_cells(ws)[0]
-    record = evaluate_cell(ws, cell)
-    target = ws.models[cell.target]
-    A = sum(ws.operator(cell.target, s, t) for s, t in zip(cell.sources, cell.tasks))
-    from platonic_sdk.transfer.edit import OperatorEdit
-
-    edit = OperatorEdit(A, 0.5, target.last_affine().kind, {}).apply(target)
-    try:
-        folded = {name: accuracy(target, ws.tasks[name]) for name in record["results"]["closed_form"]}
-    finally:
-        edit.remove()
-    for name, value in folded.items():
-        assert record["results"]["closed_form"][name] == pytest.approx(value, abs=1e-6)
+    assert_closed_form_cell_is_the_folded_model(tiny_setup[1])
