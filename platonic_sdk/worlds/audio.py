@@ -16,9 +16,7 @@ Every clip is a pure function of (world seed, stream, index): the same seed give
 from __future__ import annotations
 
 import argparse
-import zlib
 from collections.abc import Sequence
-from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
@@ -26,8 +24,8 @@ import attrs
 import numpy as np
 
 from ..data.audio import Waveform
-from ..errors import PlatonicError
 from ..tasks import Split, Task
+from .seeded import SeededWorld, stream_key
 from .pretrain import PretrainConfig
 from .zoo import ZooMember, load_finetunes, load_models, read_manifest
 from .sounds import ENVELOPES, NOISES, REGISTERS, TIMBRES, Sound, caption, synthesise
@@ -151,10 +149,6 @@ TASK_SPECS: dict[str, TaskSpec] = {
 }
 
 
-def _stream_key(name: str) -> int:
-    return zlib.crc32(name.encode())
-
-
 @attrs.frozen(eq=False)
 class Clips(Sequence):
     """Sounds rendered on access: item i is `synthesise(sounds[i])` with its own seeded generator."""
@@ -175,12 +169,15 @@ class Clips(Sequence):
 
 
 @attrs.frozen
-class AudioWorld:
+class AudioWorld(SeededWorld):
     """A seeded synthetic audio world: `corpus(n)` to pretrain on, `task(name)` to fine-tune and evaluate.
 
     Train and test splits come from disjoint seed streams; the held-out member of the related trio
     (`trio[2]`) is never probed by the demo.
     """
+
+    specs = TASK_SPECS
+    kind = "audio"
 
     seed: int = 0
     rate: int = 8000
@@ -191,12 +188,8 @@ class AudioWorld:
     trio: tuple[str, str, str] = ("muffled_notes", "muffled_melodies", "muffled_vibrato")
     controls: tuple[str, ...] = ("control_timbres", "control_registers")
 
-    def rng(self, stream: str, index: int) -> np.random.Generator:
-        """The generator of item `index` of `stream` (independent of every other item)."""
-        return np.random.default_rng([self.seed, _stream_key(stream), index])
-
     def _clips(self, stream: str, sounds: list[Sound], offset: int = 0) -> Clips:
-        keys = tuple((self.seed, _stream_key(stream), offset + i) for i in range(len(sounds)))
+        keys = tuple((self.seed, stream_key(stream), offset + i) for i in range(len(sounds)))
         return Clips(tuple(sounds), keys, self.rate, self.seconds)
 
     def corpus(self, n: int, offset: int = 0) -> tuple[Clips, list[str]]:
@@ -210,26 +203,9 @@ class AudioWorld:
         return self._clips("pretrain", sounds, offset), captions
 
     @property
-    def task_names(self) -> tuple[str, ...]:
-        """All tasks of the world (controls included)."""
-        return tuple(TASK_SPECS)
-
-    @property
     def transfer_tasks(self) -> tuple[str, ...]:
         """Tasks that fine-tunes, descriptors and compositions use (not controls, not the held-out task)."""
         return tuple(n for n in TASK_SPECS if n not in self.controls and n != self.trio[2])
-
-    def task(self, name: str) -> Task:
-        """The task `name` with balanced train/test splits from disjoint seed streams."""
-        if name not in TASK_SPECS:
-            raise PlatonicError(f"unknown task {name!r} of the audio world; known: {', '.join(TASK_SPECS)}")
-        if name not in self._tasks:
-            self._tasks[name] = self._build(name)
-        return self._tasks[name]
-
-    @cached_property
-    def _tasks(self) -> dict[str, Task]:
-        return {}
 
     def _build(self, name: str) -> Task:
         spec = TASK_SPECS[name]

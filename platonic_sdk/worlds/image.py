@@ -10,8 +10,6 @@ Every item is a pure function of (world seed, stream, index): the same seed give
 
 from __future__ import annotations
 
-import zlib
-from functools import cached_property
 from typing import Callable
 
 import attrs
@@ -20,6 +18,7 @@ from PIL import Image
 
 from ..errors import PlatonicError
 from ..tasks import Split, Task
+from .seeded import SeededWorld, stream_key
 from .scenes import (
     BACKGROUNDS,
     COLOURS,
@@ -277,17 +276,16 @@ TASK_SPECS: dict[str, TaskSpec] = {
 }
 
 
-def _stream_key(name: str) -> int:
-    return zlib.crc32(name.encode())
-
-
 @attrs.frozen
-class ImageWorld:
+class ImageWorld(SeededWorld):
     """A seeded synthetic image world: `corpus(n)` to pretrain on, `task(name)` to fine-tune and evaluate.
 
     Train and test splits come from disjoint seed streams; the held-out member of the related trio
     (`trio[2]`) is never probed by the demo.
     """
+
+    specs = TASK_SPECS
+    kind = "image"
 
     seed: int = 0
     size: int = 32
@@ -296,10 +294,6 @@ class ImageWorld:
 
     trio: tuple[str, str, str] = ("amber_shapes", "amber_glyphs", "amber_scribbles")
     controls: tuple[str, ...] = ("control_objects",)
-
-    def rng(self, stream: str, index: int) -> np.random.Generator:
-        """The generator of item `index` of `stream` (independent of every other item)."""
-        return np.random.default_rng([self.seed, _stream_key(stream), index])
 
     def corpus(self, n: int, offset: int = 0) -> tuple[np.ndarray, list[str]]:
         """n pretraining images (n x size x size x 3 uint8) and their captions."""
@@ -311,11 +305,6 @@ class ImageWorld:
             images[i] = np.asarray(render(scene, self.size))
             captions.append(caption(scene, rng))
         return images, captions
-
-    @property
-    def task_names(self) -> tuple[str, ...]:
-        """All tasks of the world (controls included)."""
-        return tuple(TASK_SPECS)
 
     demo_tasks: tuple[str, ...] = (
         "amber_shapes", "amber_glyphs", "teal_shapes", "violet_shapes", "teal_backgrounds", "large_counts",
@@ -333,16 +322,6 @@ class ImageWorld:
         """
         return tuple(n for n in self.demo_tasks if n not in self.controls and n != self.trio[2])
 
-    def task(self, name: str) -> Task:
-        """The task `name` with balanced train/test splits from disjoint seed streams."""
-        if name not in TASK_SPECS:
-            raise PlatonicError(f"unknown task {name!r} of the image world; known: {', '.join(TASK_SPECS)}")
-        return self._tasks[name] if name in self._tasks else self._build(name)
-
-    @cached_property
-    def _tasks(self) -> dict[str, Task]:
-        return {}
-
     def _build(self, name: str) -> Task:
         spec = TASK_SPECS[name]
         m = len(spec.classnames)
@@ -356,9 +335,7 @@ class ImageWorld:
                 labels = np.arange(per_class * m) % m
                 items = [render(spec.sampler(self.rng(f"{name}/{split}", i), int(y)), self.size) for i, y in enumerate(labels)]
                 splits[split] = Split(items, labels)
-        task = Task(name, spec.classnames, splits["train"], splits["test"], (spec.template,))
-        self._tasks[name] = task
-        return task
+        return Task(name, spec.classnames, splits["train"], splits["test"], (spec.template,))
 
     def _digit_splits(self, m: int) -> dict[str, Split]:
         """Handwritten digits as white strokes on black.
@@ -370,14 +347,14 @@ class ImageWorld:
         from sklearn.datasets import load_digits
 
         digits = load_digits()
-        pools = np.random.default_rng(_stream_key("digit-pools")).permutation(len(digits.target))
+        pools = np.random.default_rng(stream_key("digit-pools")).permutation(len(digits.target))
         pool = {"train": pools[DIGIT_TEST_POOL:], "test": pools[:DIGIT_TEST_POOL]}
         sizes = {"train": self.train_per_class * m, "test": self.test_per_class * m}
         out = {}
         for split in ("train", "test"):
             if sizes[split] > len(pool[split]):
                 raise PlatonicError(f"handwritten_digits: {sizes[split]} {split} items asked, the pool holds {len(pool[split])}")
-            rng = np.random.default_rng([self.seed, _stream_key(f"digits/{split}")])
+            rng = np.random.default_rng([self.seed, stream_key(f"digits/{split}")])
             ids = rng.permutation(pool[split])[: sizes[split]]
             items = []
             for i in ids:
