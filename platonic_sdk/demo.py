@@ -57,9 +57,11 @@ def register_method(name: str, fn: MethodFn, kinds: Sequence[str] = ("addition",
 class DemoConfig:
     """What the demo runs; `seed` sets the world's items, the probe draw and the Random-UTD draws.
 
-    Ridge factors left at None take the world's own (`platonic_sdk.worlds.<modality>.RIDGE_A/B`).
-    `lora_cells` addition and negation cells (evenly spread) also run the LoRA route, fitted for at
-    most `lora_steps` steps (METHOD sec. 5: 20 epochs capped at 540) and deployed at its own strength; `weight_space_cells` same-model addition cells add weight-space task arithmetic.
+    Ridge factors and the LoRA route's lr / epochs left at None take the world's own
+    (`platonic_sdk.worlds.<modality>.RIDGE_A/B, LORA_LR/LORA_EPOCHS`). `lora_cells` addition and
+    negation cells (evenly spread) also run the LoRA route, with the closed form's landmark ridge
+    ridge_b, for at most `lora_steps` steps, deployed at the cell's alpha (or negation strength) like
+    the closed form; `weight_space_cells` same-model addition cells add weight-space task arithmetic.
     """
 
     seed: int = 0
@@ -75,19 +77,18 @@ class DemoConfig:
     device: str | None = None
     lora_cells: int = 8
     lora_steps: int = 540
+    lora_lr: float | None = None
+    lora_epochs: int | None = None
     weight_space_cells: int = 6
     orthoreg_tasks: int = 0
 
     def resolved(self) -> "DemoConfig":
-        """This config with the world's ridge factors filled in."""
+        """This config with the world's ridge factors and LoRA-route optimiser filled in."""
         import importlib
 
         world = importlib.import_module(f"platonic_sdk.worlds.{self.modality}")
-        return attrs.evolve(
-            self,
-            ridge_a=world.RIDGE_A if self.ridge_a is None else self.ridge_a,
-            ridge_b=world.RIDGE_B if self.ridge_b is None else self.ridge_b,
-        )
+        defaults = {"ridge_a": "RIDGE_A", "ridge_b": "RIDGE_B", "lora_lr": "LORA_LR", "lora_epochs": "LORA_EPOCHS"}
+        return attrs.evolve(self, **{k: getattr(world, name) for k, name in defaults.items() if getattr(self, k) is None})
 
 
 def image_setup(config: DemoConfig) -> tuple[Any, dict[str, Any]]:
@@ -243,7 +244,9 @@ def builtin_methods(config: DemoConfig) -> list[ExtraMethod]:
     from .evaluate.lora_cells import LoraCellMethod
     from .transfer.lora import LoraRouteConfig
 
-    method = LoraCellMethod(LoraRouteConfig(max_steps=config.lora_steps, seed=config.seed))
+    recipe = LoraRouteConfig(lr=config.lora_lr, epochs=config.lora_epochs, max_steps=config.lora_steps, seed=config.seed,
+                             ridge_b=config.ridge_b)
+    method = LoraCellMethod(recipe)
     return [ExtraMethod("lora", method, (kind,), config.lora_cells) for kind in ("addition", "negation")]
 
 
@@ -361,6 +364,7 @@ def run_demo(
     (out / "report.md").write_text(
         f"# platonic demo ({config.modality} world, seed {config.seed})\n\n"
         + _table([[k, str(v)] for k, v in {**describe, "ridge_a (relative)": config.ridge_a, "ridge_b (relative)": config.ridge_b,
+                                           "LoRA route lr / epochs": f"{config.lora_lr:g} / {config.lora_epochs}",
                                            "alpha": config.alpha, "negation strength": config.strength}.items()], ["setting", "value"])
         + "\n\n" + tables + "\n\n" + _table([[k, v] for k, v in timings.items()], ["stage", "wall time (s)"]) + "\n"
     )

@@ -59,6 +59,11 @@ class RidgePinv:
         return self.outer @ self.inner.T
 
 
+def relative_ridge(m: Tensor, relative: float) -> Tensor:
+    """mu = relative * mean(sigma(m)^2) over min(rows, cols) singular values = relative * ||m||_F^2 / min(rows, cols)."""
+    return relative * m.double().square().sum() / min(m.shape)
+
+
 def ridge_pinv(m: Tensor, relative: float, method: str = "svd") -> RidgePinv:
     """(m^T m + mu I)^{-1} m^T in float64 with mu = relative * mean(sigma(m)^2) over min(rows, cols) values.
 
@@ -76,12 +81,12 @@ def ridge_pinv(m: Tensor, relative: float, method: str = "svd") -> RidgePinv:
         wide = m.shape[1] > m.shape[0]
         values, vectors = torch.linalg.eigh(m @ m.T if wide else m.T @ m)
         values = values.clamp_min(0)
-        mu = relative * values.sum() / min(m.shape)
+        mu = relative_ridge(m, relative)
         if mu > 0 and (values[-1] + mu) <= MAX_GRAM_CONDITION * (values[0] + mu):
             inverse = (vectors / (values + mu)) @ vectors.T  # (Gram + mu I)^{-1}
             return RidgePinv(m.T, inverse) if wide else RidgePinv(inverse, m)
     u, s, vh = torch.linalg.svd(m, full_matrices=False)
-    mu = relative * s.square().mean()
+    mu = relative_ridge(m, relative)
     shrink = s / (s.square() + mu) if mu > 0 else torch.where(s > 0, 1.0 / s.clamp_min(1e-300), 0.0)
     return RidgePinv(vh.T * shrink, u)
 

@@ -10,6 +10,7 @@ from platonic_sdk.linalg import (
     edited_embeddings,
     first_order_change,
     head_update,
+    relative_ridge,
     ridge_operator,
     ridge_solver,
     unit_rows,
@@ -114,3 +115,10 @@ def test_first_order_change_matches_finite_difference():
     eps = 1e-6
     measured = (unit_rows(edited_embeddings(Z, Z, A, eps)) - unit_rows(Z)) @ unit_rows(G).T / eps
     torch.testing.assert_close(first_order_change(Z, Z, A, G), measured, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(7, 3), (3, 7), (5, 5)])
+def test_relative_ridge_is_relative_to_the_mean_squared_singular_value(shape):
+    m = torch.randn(shape, generator=torch.Generator().manual_seed(3))
+    s = np.linalg.svd(m.double().numpy(), compute_uv=False)  # min(rows, cols) values
+    assert float(relative_ridge(m, 0.3)) == pytest.approx(0.3 * float(np.mean(s**2)), rel=1e-12)

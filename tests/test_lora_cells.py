@@ -1,5 +1,6 @@
 """The LoRA route as a cell method: it fits the cell's own composition and measures real forward passes."""
 
+import attrs
 import torch
 
 from grid_zoo import build_workspace
@@ -29,10 +30,22 @@ def test_lora_cell_equals_a_manual_fit_and_leaves_the_target_untouched():
     assert ws.live_accuracies(cell.target, names) == ws.accuracies(cell.target, names)  # unedited: cache agrees
 
 
-def test_negation_cell_fits_the_negated_descriptor_at_the_cell_strength():
+def test_negation_cell_fits_the_negated_descriptor_and_deploys_at_the_cell_strength():
     ws = build_workspace()
     cell = next(c for c in negation_cells(ws) if c.target == "clip")
-    settings = CellSettings(strength=0.5)
+    settings = CellSettings(alpha=0.9, strength=0.5)
     got = LoraCellMethod(CONFIG)(ws, cell, settings)
-    edit = fit_lora(ws.models["clip"], -0.5 * ws.descriptor(cell.sources[0], cell.tasks[0]), [ws.grid(cell.tasks[0])], CONFIG, progress=False)
-    assert got == ws.live_accuracies("clip", [*cell.tasks, *ws.controls], edit)
+    edit = fit_lora(ws.models["clip"], -ws.descriptor(cell.sources[0], cell.tasks[0]), [ws.grid(cell.tasks[0])], CONFIG, progress=False)
+    assert got == ws.live_accuracies("clip", [*cell.tasks, *ws.controls], edit.scaled(0.5))
+
+
+def test_addition_cell_deploys_at_the_cells_alpha_like_the_closed_form():
+    ws = build_workspace()
+    cell = next(c for c in addition_cells(ws) if c.target == "clip")
+    composition = ws.descriptor(cell.sources[0], cell.tasks[0]) + ws.descriptor(cell.sources[1], cell.tasks[1])
+    strong = attrs.evolve(CONFIG, lr=5e-2, max_steps=10)  # moves predictions, so the deploy strength shows
+    edit = fit_lora(ws.models["clip"], composition, [ws.grid(t) for t in cell.tasks], strong, progress=False)
+    names = [*cell.tasks, *ws.controls]
+    got = LoraCellMethod(strong)(ws, cell, CellSettings(alpha=0.3, strength=0.8))
+    assert got == ws.live_accuracies("clip", names, edit.scaled(0.3))
+    assert got != ws.live_accuracies("clip", names, edit)

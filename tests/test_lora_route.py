@@ -163,3 +163,29 @@ def test_ci_sized_fit_on_every_family(family):
     achieved = _achieved(encoder, edit, grid)
     assert torch.isfinite(achieved).all() and float(achieved.abs().max()) > 0
     assert all(torch.equal(encoder.model.state_dict()[k], v) for k, v in state.items())
+
+
+def test_landmark_ridge_pulls_the_fit_towards_the_closed_forms_shrunk_target(target, fitted):
+    """With ridge_b the per-probe optimum over a free change df is (G^T G + mu_b I)^{-1} G^T u (a ridge solve):
+    the fit should land nearer that shrunk UTD, and move the probes less, than the unpenalised fit."""
+    grid, utd, plain = fitted
+    ridge_b = 1.0
+    penalised = fit_lora(target, utd, [grid], attrs.evolve(FAST, ridge_b=ridge_b), progress=False)
+    assert penalised.losses[0] == pytest.approx(plain.losses[0], rel=1e-6)  # the penalty is 0 at the unedited model
+    G = landmarks(target, grid.prompts).double()
+    mu = ridge_b * float(torch.linalg.svdvals(G).square().mean())
+    gram = G.T @ G + mu * torch.eye(G.shape[1], dtype=G.dtype)
+    shrunk = (utd.matrix.double() @ G @ torch.linalg.solve(gram, G.T)).float()  # per probe: G (G^T G + mu I)^{-1} G^T u
+    assert float(shrunk.norm()) < 0.9 * float(utd.matrix.norm())
+
+    def distance(edit, goal):
+        return float((_achieved(target, edit, grid) - goal).norm())
+
+    assert distance(penalised, shrunk) < distance(plain, shrunk)
+    assert distance(plain, utd.matrix) < distance(penalised, utd.matrix)
+    before = encode_items(target, grid.items)
+    moved = {}
+    for name, edit in (("plain", plain), ("penalised", penalised)):
+        with edit.applied_to(target):
+            moved[name] = float((encode_items(target, grid.items) - before).norm())
+    assert moved["penalised"] < moved["plain"]

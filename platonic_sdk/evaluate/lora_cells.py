@@ -18,18 +18,20 @@ CellMethod = Callable[[Workspace, Any, Any], Mapping[str, float]]
 
 @attrs.frozen
 class LoraCellMethod:
-    """fn(workspace, cell, settings): addition fits sum_l UTD_l, negation fits -strength * UTD; deployed at `deploy`.
+    """fn(workspace, cell, settings): fit sign * sum_l UTD_l (sign -1 for negation), deploy at the cell's strength.
 
-    `deploy` scales the fitted LoRA delta (1.0: the route at its own strength, as in the paper).
+    Both routes then realise the same thing: the closed form folds alpha * A(sum_l U_l) (negation:
+    strength * A(-U)), the route folds alpha (or strength) times its fitted LoRA delta. `deploy`
+    overrides that strength (None: settings.alpha for addition, settings.strength for negation).
     """
 
     config: LoraRouteConfig = attrs.field(factory=LoraRouteConfig)
-    deploy: float = 1.0
+    deploy: float | None = None
 
     def __call__(self, ws: Workspace, cell: Any, settings: Any) -> dict[str, float]:
-        coef = 1.0 if cell.kind == "addition" else -settings.strength
-        terms = [coef * ws.descriptor(source, task) for source, task in zip(cell.sources, cell.tasks)]
+        sign, strength = (1.0, settings.alpha) if cell.kind == "addition" else (-1.0, settings.strength)
+        terms = [sign * ws.descriptor(source, task) for source, task in zip(cell.sources, cell.tasks)]
         composition = sum(terms[1:], terms[0])
         edit = fit_lora(ws.models[cell.target], composition, [ws.grid(t) for t in cell.tasks], self.config, progress=False)
         names = list(cell.tasks) + [c for c in ws.controls if c not in cell.tasks]
-        return ws.live_accuracies(cell.target, names, edit.scaled(self.deploy))
+        return ws.live_accuracies(cell.target, names, edit.scaled(strength if self.deploy is None else self.deploy))

@@ -4,8 +4,11 @@ With f_E the edited target, f_pre the unedited one and landmarks g from the froz
 
     L(E) = mean over probes x of (1 / M_x) sum_j (<f_E(x), g_j> - <f_pre(x), g_j> - c U[x, j])^2
 
-where each probe belongs to one term's grid (M_x prompts; c U is that grid's summed target). LoRA B
-starts at zero, so step 0 is the unedited model. The result is a `LoraEdit`: the LoRA factors, folded
+where each probe belongs to one term's grid (M_x prompts; c U is that grid's summed target). With
+`ridge_b` > 0 each probe also pays (mu_b / M_x) ||f_E(x) - f_pre(x)||^2, mu_b = ridge_b * mean(sigma(G)^2):
+the closed form's landmark ridge (its mu_b ||F X||^2 term) carried over, so both routes shrink the same
+poorly separated landmark directions (off by default, as in the paper). LoRA B starts at zero, so step 0
+is the unedited model. The result is a `LoraEdit`: the LoRA factors, folded
 into the weights as W <- W + strength * (alpha / r) B A on apply and restored bit for bit on remove.
 """
 
@@ -26,6 +29,7 @@ from ..features import encode_items, landmarks
 from ..finetune.lora_layers import ADAPTER, inject_lora
 from ..finetune.loop import non_negative, positive, seeded, total_steps, train
 from ..finetune.orthoreg import OrthoReg, lora_updates
+from ..linalg import relative_ridge
 from ..protocol import DualEncoder
 from ..tasks import Grid
 from .edit import Edit
@@ -43,6 +47,7 @@ class LoraRouteConfig:
     epochs: int = attrs.field(default=20, validator=positive)
     max_steps: int | None = attrs.field(default=540, validator=attrs.validators.optional(positive))
     seed: int = 0
+    ridge_b: float = attrs.field(default=0.0, validator=non_negative)
     orthoreg: OrthoReg = attrs.field(factory=OrthoReg)
 
     def describe(self) -> dict[str, Any]:
@@ -141,15 +146,18 @@ class LoraEdit(Edit):
 
 @attrs.frozen(eq=False)
 class _GridTarget:
-    """One grid of the objective: items, landmarks G, base affinities <f_pre, g> and the target c U."""
+    """One grid of the objective: items, landmarks G, unedited embeddings f_pre, the target c U, ridge mu_b."""
 
     grid: Grid
     G: Tensor
-    base: Tensor
+    f_pre: Tensor
     target: Tensor
+    mu_b: float
 
 
-def _grid_targets(target: DualEncoder, composition: Composition, grids: Sequence[Grid], batch_size: int) -> list[_GridTarget]:
+def _grid_targets(
+    target: DualEncoder, composition: Composition, grids: Sequence[Grid], batch_size: int, ridge_b: float
+) -> list[_GridTarget]:
     by_id = {g.identity: g for g in grids}
     out = []
     for grid_id, (task, U) in composition.by_grid().items():
@@ -161,8 +169,7 @@ def _grid_targets(target: DualEncoder, composition: Composition, grids: Sequence
         G = landmarks(target, grid.prompts)
         with autocast(target.device):  # the precision of training, so that step 0 changes nothing
             f_pre = encode_items(target, grid.items, batch_size)
-        base = f_pre.float() @ G.T
-        out.append(_GridTarget(grid, G.clone(), base.clone(), U.float()))
+        out.append(_GridTarget(grid, G.clone(), f_pre.float().clone(), U.float(), float(relative_ridge(G, ridge_b))))
     return out
 
 
@@ -176,14 +183,14 @@ def fit_lora(
     """Fit LoRA on a copy of `target`'s media tower to realise `descriptor` (all terms jointly); `target` is untouched."""
     config = config or LoraRouteConfig()
     composition = Composition.of(descriptor)
-    parts = _grid_targets(target, composition, grids, batch_size=config.batch_size)
+    parts = _grid_targets(target, composition, grids, config.batch_size, config.ridge_b)
     pool = [(k, i) for k, part in enumerate(parts) for i in range(part.grid.shape[0])]
     model = copy.deepcopy(target)
     model.eval()
     model.model.requires_grad_(False)
     device = model.device
     tower = model.media_encoder
-    on_device = [attrs.evolve(p, G=p.G.to(device), base=p.base.to(device), target=p.target.to(device)) for p in parts]
+    on_device = [attrs.evolve(p, G=p.G.to(device), f_pre=p.f_pre.to(device), target=p.target.to(device)) for p in parts]
     steps = total_steps(len(pool), config.batch_size, config.epochs, config.max_steps)
 
     def loss_fn(ids: Tensor) -> Tensor:
@@ -196,8 +203,9 @@ def fit_lora(
             rows = [j for j, (kk, _) in enumerate(chosen) if kk == k]
             if rows:
                 probes = torch.tensor([chosen[j][1] for j in rows], device=device)
-                change = f[rows] @ part.G.T - part.base[probes]
-                per_probe.append((change - part.target[probes]).square().mean(dim=1))
+                moved = f[rows] - part.f_pre[probes]
+                misfit = (moved @ part.G.T - part.target[probes]).square().sum(dim=1)
+                per_probe.append((misfit + part.mu_b * moved.square().sum(dim=1)) / part.G.shape[0])
         loss = torch.cat(per_probe).mean()
         return loss + config.orthoreg(lora_updates(tower)) if config.orthoreg.active else loss
 
