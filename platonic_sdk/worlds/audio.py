@@ -27,7 +27,7 @@ from ..data.audio import Waveform
 from ..tasks import Split, Task
 from .seeded import SeededWorld, stream_key
 from .pretrain import PretrainConfig
-from .zoo import ZooMember, load_finetunes, load_models, read_manifest
+from .zoo import ZooMember, ZooRecipe, load_finetunes, load_models, read_manifest
 from .sounds import ENVELOPES, NOISES, REGISTERS, TIMBRES, Sound, caption, synthesise
 
 Sampler = Callable[[np.random.Generator, int], Sound]
@@ -265,6 +265,8 @@ AUDIO_PRETRAIN = PretrainConfig(steps=1000, batch_size=64, lr=2e-3)
 # Source fine-tuning of the shipped zoo: rank-4 LoRA on HTSAT's q/v (METHOD sec. 6), lr raised for
 # models trained from scratch.
 AUDIO_FINETUNE = dict(rank=4, lora_alpha=8.0, epochs=3, lr=2e-3, batch_size=32, weight_decay=0.01)
+AUDIO_ZOO_RECIPE = ZooRecipe("audio", lambda: AudioWorld(seed=0), AUDIO_ZOO, AUDIO_ZOO_DIR, AUDIO_CORPUS_SIZE, AUDIO_PRETRAIN,
+                             AUDIO_FINETUNE, half=True)
 
 
 def _workspace(world: AudioWorld, names: Sequence[str], controls: Sequence[str], families: Sequence[str] | None,

@@ -1,15 +1,17 @@
-"""Rebuild the image world's zoo: tokenizer, pretrained members, source fine-tunes, manifest.
+"""Rebuild a world's shipped zoo: tokenizer, pretrained members, source fine-tunes, manifest.
 
-    python -m platonic_sdk.worlds.train_zoo [--out DIR] [--members clip siglip ...] [--steps N]
+    python -m platonic_sdk.worlds.train_zoo [--modality image|audio] [--out DIR] [--members NAME ...] [--steps N]
 
-Pretraining uses `ZOO` and `PRETRAIN` from zoo.py on `CORPUS_SIZE` captions of world seed 0; each
-member is fine-tuned on every transfer task with rank-4 LoRA (METHOD sec. 6, learning rate raised
-for models trained from scratch) and its media-tower task vector is stored in fp16.
+Everything comes from the world's `ZooRecipe` (image: `zoo.ZOO_RECIPE`, audio:
+`audio.AUDIO_ZOO_RECIPE`): members are pretrained on the corpus of world seed 0 with their family's
+loss, then fine-tuned on every transfer task with rank-4 LoRA (METHOD sec. 6); each fine-tune's
+media-tower task vector is stored in fp16.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import shutil
@@ -20,13 +22,10 @@ from typing import Any, Sequence
 import attrs
 import torch
 
-from .zoo import CORPUS_SIZE, MANIFEST, PRETRAIN, ZOO, ZOO_DIR, ZooMember, finetune_path, member
+from .audio import AUDIO_ZOO_RECIPE
+from .zoo import MANIFEST, ZOO_RECIPE, ZooMember, ZooRecipe, finetune_path
 
-# Rank-4 LoRA on q/v (METHOD sec. 6) with a higher lr and more epochs for models trained from scratch.
-# The CE's temperature is CLIP's initial 1/0.07 (the pretraining loop's start; the loop does not keep
-# the learned one), not the 100 of a converged CLIP: at 100 the tiny models fit each task with small
-# cosine changes, and their descriptors (and every transfer) shrink accordingly.
-FINETUNE = dict(rank=4, lora_alpha=8.0, epochs=10, lr=5e-3, batch_size=32, weight_decay=0.01, logit_scale=1 / 0.07)
+RECIPES: dict[str, ZooRecipe] = {"image": ZOO_RECIPE, "audio": AUDIO_ZOO_RECIPE}
 
 
 def world_tokenizer(world: Any, captions: Sequence[str]):
@@ -43,26 +42,26 @@ def zero_shot(encoder: Any, task: Any) -> float:
     return float(accuracy(encoder, task))
 
 
-def train_member(spec: ZooMember, images: Any, captions: Sequence[str], tokenizer: Any, steps: int | None, progress: bool):
-    """A fresh member built through its family adapter and pretrained with its family's loss."""
+def train_member(recipe: ZooRecipe, spec: ZooMember, corpus: Any, captions: Sequence[str], tokenizer: Any,
+                 steps: int | None, progress: bool):
+    """A fresh member built through its family adapter and pretrained with its family's loss; (encoder, losses, config)."""
     from .. import from_config
     from .pretrain import pretrain
 
     encoder = from_config(spec.family, dict(spec.config), tokenizer=tokenizer, seed=spec.seed)
-    config = attrs.evolve(PRETRAIN, loss=spec.loss, lr=spec.lr, seed=spec.seed, **({"steps": steps} if steps else {}))
-    losses = pretrain(encoder, images, captions, config, progress=progress)
-    return encoder, losses
+    config = attrs.evolve(recipe.pretrain, loss=spec.loss, lr=spec.lr, seed=spec.seed, **({"steps": steps} if steps else {}))
+    return encoder, pretrain(encoder, corpus, captions, config, progress=progress), config
 
 
-def finetune_member(encoder: Any, name: str, world: Any, root: Path, tasks: Sequence[str], progress: bool) -> dict[str, dict[str, float]]:
-    """Fine-tune `encoder` on each of `tasks`; save fp16 task vectors; return accuracies."""
+def finetune_member(recipe: ZooRecipe, encoder: Any, name: str, world: Any, root: Path, tasks: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Fine-tune `encoder` on each of `tasks` with the recipe; save fp16 task vectors; return accuracies."""
     from ..finetune.source import FinetuneConfig, finetune
     from ..finetune.weightspace import TaskVector
 
     record = {}
     for task_name in tasks:
         task = world.task(task_name)
-        ft = finetune(encoder, task, FinetuneConfig(**FINETUNE), progress=progress)
+        ft = finetune(encoder, task, FinetuneConfig(**recipe.finetune), progress=False)
         half = TaskVector({k: v.half() for k, v in ft.task_vector.deltas.items()}, ft.task_vector.metadata)
         half.save(finetune_path(root, name, task_name))
         record[task_name] = {"zero_shot": zero_shot(encoder, task), "finetuned": zero_shot(ft.encoder, task)}
@@ -81,28 +80,34 @@ def _update_manifest(path: Path, name: str | None, entry: dict[str, Any], **top:
     os.replace(tmp, path)  # atomic: a concurrent reader never sees a half-written file
 
 
-def build(out: Path, names: Sequence[str], steps: int | None = None, corpus_size: int = CORPUS_SIZE,
-          stages: Sequence[str] = ("pretrain", "finetune"), tasks: Sequence[str] | None = None, progress: bool = True) -> None:
-    """Pretrain and/or fine-tune the named members into `out`, recording each in the manifest."""
-    from .image import ImageWorld
+def _save(encoder: Any, folder: Path, half: bool) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+    if half:
+        encoder = copy.deepcopy(encoder)
+        encoder.model.to(torch.float16)
+    encoder.save(str(folder))
 
-    world = ImageWorld(seed=0)
+
+def build(recipe: ZooRecipe, out: Path, names: Sequence[str], steps: int | None = None, corpus_size: int | None = None,
+          stages: Sequence[str] = ("pretrain", "finetune"), tasks: Sequence[str] | None = None, progress: bool = True) -> None:
+    """Pretrain and/or fine-tune the recipe's named members into `out`, recording each in the manifest."""
+    world = recipe.world()
+    corpus_size = corpus_size or recipe.corpus_size
     manifest_path = out / MANIFEST
     out.mkdir(parents=True, exist_ok=True)
-    _update_manifest(manifest_path, None, {}, world_seed=world.seed, corpus_size=corpus_size, finetune=FINETUNE)
+    _update_manifest(manifest_path, None, {}, world=recipe.name, world_seed=world.seed, corpus_size=corpus_size,
+                     finetune=dict(recipe.finetune))
     if "pretrain" in stages:
         t0 = time.perf_counter()
-        images, captions = world.corpus(corpus_size)
+        corpus, captions = world.corpus(corpus_size)
         tokenizer = world_tokenizer(world, captions)
         print(f"corpus of {corpus_size} in {time.perf_counter() - t0:.1f} s; vocabulary {len(tokenizer)}", flush=True)
     for name in names:
-        spec = member(name)
+        spec = recipe.member(name)
         if "pretrain" in stages:
             t1 = time.perf_counter()
-            encoder, losses = train_member(spec, images, captions, tokenizer, steps, progress)
-            folder = out / name
-            shutil.rmtree(folder, ignore_errors=True)
-            encoder.save(str(folder))
+            encoder, losses, config = train_member(recipe, spec, corpus, captions, tokenizer, steps, progress)
+            _save(encoder, out / name, recipe.half)
             seconds = time.perf_counter() - t1
             final = float(sum(losses[-50:]) / len(losses[-50:]))
             print(f"{name}: pretrained in {seconds:.0f} s, final loss {final:.3f}", flush=True)
@@ -110,13 +115,13 @@ def build(out: Path, names: Sequence[str], steps: int | None = None, corpus_size
                 "family": spec.family, "config": dict(spec.config), "loss": spec.loss, "seed": spec.seed,
                 "embed_dim": encoder.embed_dim, "params": sum(p.numel() for p in encoder.model.parameters()),
                 "pretrain_seconds": round(seconds, 1), "final_loss": final, "steps": len(losses),
-                "pretrain": {**attrs.asdict(PRETRAIN), "loss": spec.loss, "lr": spec.lr, "seed": spec.seed, "steps": len(losses)},
+                "pretrain": attrs.asdict(config),
             })
         if "finetune" in stages:
             from .. import load
 
             encoder = load(spec.family, str(out / name)).eval()
-            accs = finetune_member(encoder, name, world, out, tasks or world.transfer_tasks, progress=False)
+            accs = finetune_member(recipe, encoder, name, world, out, tasks or world.transfer_tasks)
             for control in world.controls:
                 accs[control] = {"zero_shot": zero_shot(encoder, world.task(control))}
             old = json.loads(manifest_path.read_text())["members"].get(name, {}).get("accuracy", {})
@@ -125,16 +130,19 @@ def build(out: Path, names: Sequence[str], steps: int | None = None, corpus_size
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=str(ZOO_DIR), help="zoo folder (default: the package's worlds/zoo)")
-    parser.add_argument("--members", nargs="+", default=[m.name for m in ZOO], help="members to (re)train")
-    parser.add_argument("--steps", type=int, help="pretraining steps (default: zoo.PRETRAIN)")
-    parser.add_argument("--corpus-size", type=int, default=CORPUS_SIZE)
+    parser.add_argument("--modality", choices=sorted(RECIPES), default="image", help="which world's zoo (image)")
+    parser.add_argument("--out", help="zoo folder (default: the package's worlds/zoo or worlds/zoo_audio)")
+    parser.add_argument("--members", nargs="+", help="members to (re)train (default: all of the recipe's)")
+    parser.add_argument("--steps", type=int, help="pretraining steps (default: the recipe's)")
+    parser.add_argument("--corpus-size", type=int, help="captioned corpus items (default: the recipe's)")
     parser.add_argument("--stages", nargs="+", choices=("pretrain", "finetune"), default=["pretrain", "finetune"])
     parser.add_argument("--tasks", nargs="+", help="tasks to fine-tune on (default: the world's transfer tasks)")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
+    recipe = RECIPES[args.modality]
     torch.set_num_threads(1)
-    build(Path(args.out), args.members, args.steps, args.corpus_size, args.stages, args.tasks, progress=not args.quiet)
+    build(recipe, Path(args.out or recipe.folder), args.members or [m.name for m in recipe.members], args.steps,
+          args.corpus_size, args.stages, args.tasks, progress=not args.quiet)
     return 0
 
 

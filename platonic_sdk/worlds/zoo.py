@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import attrs
 
@@ -66,13 +66,44 @@ ZOO: tuple[ZooMember, ...] = (
 )
 CORPUS_SIZE = 40_000
 PRETRAIN = PretrainConfig(steps=1500, batch_size=128)
+# Rank-4 LoRA on q/v (METHOD sec. 6) with a higher lr and more epochs for models trained from scratch.
+# The CE's temperature is CLIP's initial 1/0.07 (the pretraining loop's start; the loop does not keep
+# the learned one), not the 100 of a converged CLIP: at 100 the tiny models fit each task with small
+# cosine changes, and their descriptors (and every transfer) shrink accordingly.
+FINETUNE = dict(rank=4, lora_alpha=8.0, epochs=10, lr=5e-3, batch_size=32, weight_decay=0.01, logit_scale=1 / 0.07)
 
 
-def member(name: str) -> ZooMember:
-    for m in ZOO:
-        if m.name == name:
-            return m
-    raise PlatonicError(f"unknown zoo member {name!r}; the zoo has {', '.join(m.name for m in ZOO)}")
+@attrs.frozen
+class ZooRecipe:
+    """How a world's shipped zoo is rebuilt (`python -m platonic_sdk.worlds.train_zoo --modality ...`).
+
+    `world()` gives the world (seed 0) whose corpus pretrains every member and whose transfer tasks
+    each member is fine-tuned on (`finetune`: FinetuneConfig fields); `half` saves members in fp16.
+    """
+
+    name: str
+    world: Callable[[], Any]
+    members: tuple[ZooMember, ...]
+    folder: Path
+    corpus_size: int
+    pretrain: PretrainConfig
+    finetune: Mapping[str, Any]
+    half: bool = False
+
+    def member(self, name: str) -> ZooMember:
+        for m in self.members:
+            if m.name == name:
+                return m
+        raise PlatonicError(f"unknown zoo member {name!r}; the {self.name} zoo has {', '.join(m.name for m in self.members)}")
+
+
+def _image_world() -> Any:
+    from .image import ImageWorld
+
+    return ImageWorld(seed=0)
+
+
+ZOO_RECIPE = ZooRecipe("image", _image_world, ZOO, ZOO_DIR, CORPUS_SIZE, PRETRAIN, FINETUNE)
 
 
 def read_manifest(root: str | Path = ZOO_DIR) -> dict[str, Any]:
