@@ -160,6 +160,11 @@ def checks(report: dict[str, Any]) -> dict[str, Any]:
     oracle_gain = {s: add["oracle"][s] - add["zero_shot"][s] for s in ("task_a", "task_b")} if "oracle" in add else {}
     share = (sum(gain.values()) / sum(oracle_gain.values())) if oracle_gain and sum(oracle_gain.values()) else float("nan")
     task_mean = lambda m: (add[m]["task_a"] + add[m]["task_b"]) / 2  # noqa: E731
+    lora = report.get("lora_same_cells", {}).get("addition", {})
+    lora_checks = {
+        "lora_task_minus_closed_form": (lora["lora"]["task_a"] + lora["lora"]["task_b"] - lora["closed_form"]["task_a"] - lora["closed_form"]["task_b"]) / 2,
+        "lora_control_minus_closed_form": lora["lora"]["control"] - lora["closed_form"]["control"],
+    } if "lora" in lora else {}
     return {
         "similarity_ratio": sim["same_task_cross_model"] / sim["same_model_cross_task"] if sim["same_model_cross_task"] else float("nan"),
         "addition_gain_task_a": gain["task_a"],
@@ -170,6 +175,7 @@ def checks(report: dict[str, Any]) -> dict[str, Any]:
         "negation_removed_drop": neg["zero_shot"]["removed"] - neg["closed_form"]["removed"],
         "negation_control_drop": neg["zero_shot"]["control"] - neg["closed_form"]["control"],
         "held_out_gain": held["closed_form"] - held["zero_shot"],
+        **lora_checks,
     }
 
 
@@ -253,12 +259,14 @@ def builtin_methods(config: DemoConfig) -> list[ExtraMethod]:
 def lora_tables(report: dict[str, Any], labels: Mapping[str, str]) -> list[str]:
     """The LoRA route against the closed form on the very cells where the route ran."""
     out = []
-    for kind, slots in (("addition", ("task_a", "task_b", "control")), ("negation", ("removed", "control"))):
+    config = report["config"]
+    for kind, slots, knob in (("addition", ("task_a", "task_b", "control"), f"alpha {config['alpha']:g}"),
+                              ("negation", ("removed", "control"), f"strength {config['strength']:g}")):
         same = report.get("lora_same_cells", {}).get(kind, {})
         if "lora" in same:
             rows = [[labels[m], *(same[m][s] for s in slots)] for m in ("zero_shot", "closed_form", "lora")]
-            out.append(f"### LoRA route vs closed form on the same {kind} cells ({same['cells']} cells)\n\n"
-                       + _table(rows, ["method", *slots]))
+            out.append(f"### LoRA route vs closed form on the same {kind} cells ({same['cells']} cells, both at {knob}, "
+                       f"ridge_b {config['ridge_b']:g})\n\n" + _table(rows, ["method", *slots]))
     return out
 
 

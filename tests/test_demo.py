@@ -103,6 +103,10 @@ def test_demo_pipeline_end_to_end(tiny_setup, tmp_path) -> None:
     for kind in ("addition", "negation"):
         same = on_disk["lora_same_cells"][kind]
         assert same["cells"] == 1 and same["lora"]["cells"] == 1 and on_disk[kind]["lora"]["cells"] == 1
+    same = on_disk["lora_same_cells"]["addition"]
+    assert on_disk["checks"]["lora_control_minus_closed_form"] == pytest.approx(same["lora"]["control"] - same["closed_form"]["control"])
+    lora_task = np.mean([same["lora"]["task_a"], same["lora"]["task_b"]]) - np.mean([same["closed_form"]["task_a"], same["closed_form"]["task_b"]])
+    assert on_disk["checks"]["lora_task_minus_closed_form"] == pytest.approx(lora_task)
     assert on_disk["addition_same_model"]["cells"] == 2 and on_disk["addition"]["weight_space"]["cells"] == 2
     assert "orthoreg" not in on_disk  # the OrthoReg study is opt-in
 
