@@ -159,10 +159,10 @@ def checks(report: dict[str, Any]) -> dict[str, Any]:
     gain = {s: add["closed_form"][s] - add["zero_shot"][s] for s in ("task_a", "task_b")}
     oracle_gain = {s: add["oracle"][s] - add["zero_shot"][s] for s in ("task_a", "task_b")} if "oracle" in add else {}
     share = (sum(gain.values()) / sum(oracle_gain.values())) if oracle_gain and sum(oracle_gain.values()) else float("nan")
-    task_mean = lambda m: (add[m]["task_a"] + add[m]["task_b"]) / 2  # noqa: E731
+    task_mean = lambda entry: (entry["task_a"] + entry["task_b"]) / 2  # noqa: E731
     lora = report.get("lora_same_cells", {}).get("addition", {})
     lora_checks = {
-        "lora_task_minus_closed_form": (lora["lora"]["task_a"] + lora["lora"]["task_b"] - lora["closed_form"]["task_a"] - lora["closed_form"]["task_b"]) / 2,
+        "lora_task_minus_closed_form": task_mean(lora["lora"]) - task_mean(lora["closed_form"]),
         "lora_control_minus_closed_form": lora["lora"]["control"] - lora["closed_form"]["control"],
     } if "lora" in lora else {}
     return {
@@ -170,7 +170,7 @@ def checks(report: dict[str, Any]) -> dict[str, Any]:
         "addition_gain_task_a": gain["task_a"],
         "addition_gain_task_b": gain["task_b"],
         "addition_share_of_oracle_gain": share,
-        "random_below_closed_form": task_mean("closed_form") - task_mean("random"),
+        "random_below_closed_form": task_mean(add["closed_form"]) - task_mean(add["random"]),
         "addition_control_drop": add["zero_shot"]["control"] - add["closed_form"]["control"],
         "negation_removed_drop": neg["zero_shot"]["removed"] - neg["closed_form"]["removed"],
         "negation_control_drop": neg["zero_shot"]["control"] - neg["closed_form"]["control"],
