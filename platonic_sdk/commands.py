@@ -279,6 +279,13 @@ def workspace_from_config(args: argparse.Namespace):
 
 
 def cmd_grid(args: argparse.Namespace) -> int:
+    from .evaluate.runfolder import RunFolder
+
+    with RunFolder(_require(args.out, "--out")) as folder:  # locked before any model loads
+        return _grid(args, folder)
+
+
+def _grid(args: argparse.Namespace, folder) -> int:
     from .evaluate.experiment import ExperimentConfig, run_experiment
 
     started = time.perf_counter()
@@ -299,8 +306,9 @@ def cmd_grid(args: argparse.Namespace) -> int:
         similarity=not args.no_similarity, similarity_probes=args.similarity_probes or None, max_cells=args.max_cells,
         sweep_cells=args.sweep_cells or None,
     )
-    describe = {**describe, "seed": args.seed, "command": "platonic grid"}
-    summary = run_experiment(ws, _require(args.out, "--out"), config, describe, progress=not args.quiet)
+    describe = {**describe, "seed": args.seed, "command": "platonic grid", "task specs": [*(args.tasks or ()), *(args.controls or ())],
+                **{k: getattr(args, k) for k in ("world_seed", "train_per_class", "test_per_class", "test_fraction", "data_root")}}
+    summary = run_experiment(ws, folder, config, describe, progress=not args.quiet)
     wall = time.perf_counter() - started
     print(f"{summary['cells']} cells; report {summary['report']}; wall time {wall:.1f} s (run stages {summary['timings']['total']:.1f} s)")
     return 0

@@ -6,10 +6,9 @@ figures/*.png, report.md. The studies are cheap (cached features) and are recomp
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import time
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import attrs
@@ -17,7 +16,8 @@ import numpy as np
 
 from ..errors import PlatonicError
 from . import plots, report, studies
-from .grid import GROUPS, CellSettings, addition_cells, negation_cells, read_records, run_cells
+from .grid import GROUPS, CellSettings, addition_cells, negation_cells, run_cells
+from .runfolder import RunFolder
 from .similarity import similarity
 from .workspace import Workspace
 
@@ -71,15 +71,27 @@ def spread(items: Sequence[Any], n: int | None) -> list[Any]:
 
 def run_experiment(
     ws: Workspace,
-    out: str | os.PathLike,
+    out: str | os.PathLike | RunFolder,
     config: ExperimentConfig = ExperimentConfig(),
     describe: dict[str, Any] | None = None,
     on_record: Callable[[dict[str, Any]], None] | None = None,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Run every configured cell and study on `ws`, write the run folder; returns a summary dict."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    """Run every configured cell and study on `ws`, write the run folder; returns a summary dict.
+
+    `out` is a folder path, or a RunFolder whose lock the caller already holds.
+    """
+    from .. import __version__
+
+    settings = {**ws.settings(), "run": attrs.asdict(config), "describe": describe or {}, "sdk_version": __version__}
+    with contextlib.nullcontext(out) if isinstance(out, RunFolder) else RunFolder(out) as folder:
+        folder.begin(settings)
+        return _run(ws, folder, config, describe, on_record, progress)
+
+
+def _run(ws: Workspace, folder: RunFolder, config: ExperimentConfig, describe: dict[str, Any] | None,
+         on_record: Callable[[dict[str, Any]], None] | None, progress: bool) -> dict[str, Any]:
+    out = folder.path
     started = time.perf_counter()
     timings: dict[str, float] = {}
 
@@ -100,8 +112,8 @@ def run_experiment(
             f"{list(ws.transfer_tasks)} (cross-family cells need fine-tunes of at least two families)"
         )
     keys = {c.key for c in cells}
-    resumed = sum(r["key"] in keys for r in read_records(out / "cells.jsonl"))
-    records = timed("cells", lambda: run_cells(ws, cells, out / "cells.jsonl", config.settings, on_record, progress))
+    resumed = sum(r["key"] in keys for r in folder.records())
+    records = timed("cells", lambda: run_cells(ws, cells, folder.cells_path, config.settings, on_record, progress))
 
     results: dict[str, Any] = {}
     swept = [c for kind in config.kinds for c in spread([c for c in cells if c.kind == kind], config.sweep_cells)]
@@ -120,7 +132,7 @@ def run_experiment(
     sim = timed("similarity", lambda: similarity(ws, union_probes=config.similarity_probes)) if config.similarity else None
     if sim is not None:
         results["similarity"] = sim.as_dict()
-    (out / "studies.json").write_text(json.dumps(results, indent=1, sort_keys=True))
+    folder.write_json("studies.json", results)
 
     figures: dict[str, str] = {}
 
@@ -154,5 +166,5 @@ def run_experiment(
         held_out=results.get("held_out", ()), guarantee=results.get("guarantee", ()),
         similarity=results.get("similarity"), figures=figures, timings=timings,
     )
-    (out / "report.md").write_text(text)
+    folder.write_text("report.md", text)
     return {"cells": len(records), "report": str(out / "report.md"), "figures": figures, "timings": timings}

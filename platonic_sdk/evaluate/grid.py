@@ -9,7 +9,6 @@ lines file as each cell finishes, so an interrupted run resumes where it stopped
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import time
 import zlib
@@ -20,6 +19,7 @@ import attrs
 from tqdm.auto import tqdm
 
 from ..errors import PlatonicError, check_strength
+from .runfolder import append_record, read_records
 from .workspace import Workspace
 
 Kind = Literal["addition", "negation"]
@@ -160,35 +160,6 @@ def evaluate_cell(ws: Workspace, cell: Cell, settings: CellSettings = CellSettin
         "results": results,
         "seconds": round(time.perf_counter() - started, 4),
     }
-
-
-def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """Records of a JSON lines file; a torn last line (a run killed mid-write) is dropped from the file."""
-    path = Path(path)
-    if not path.is_file():
-        return []
-    lines = path.read_text().splitlines()
-    records = []
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            if i != len(lines) - 1:
-                raise PlatonicError(f"{path}: line {i + 1} is not JSON (the file is corrupt)") from None
-            path.write_text("".join(line + "\n" for line in lines[:i]))
-    return records
-
-
-def append_record(path: str | os.PathLike, record: dict[str, Any]) -> dict[str, Any]:
-    """Append one JSON line and flush it to disk; returns the record as it reads back."""
-    line = json.dumps(record, sort_keys=True)
-    with open(path, "a") as fh:
-        fh.write(line + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    return json.loads(line)
 
 
 def run_cells(

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..atomic import atomic_path
 from .similarity import SimilarityResult
 
 GROUP_STYLE = {"same-model": ("tab:green", "o"), "same-architecture": ("tab:orange", "s"), "cross-family": ("tab:blue", "^")}
@@ -26,12 +27,13 @@ def _pyplot():
 
 
 def _save(fig, path: str | os.PathLike) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    _pyplot().close(fig)
-    return path
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=130, format="png")
+    finally:
+        _pyplot().close(fig)
+    return Path(path)
 
 
 def similarity_heatmap(result: SimilarityResult, path: str | os.PathLike) -> Path:

@@ -30,6 +30,17 @@ from .zeroshot import accuracy_of, predict
 Source = DualEncoder | UTD  # a fine-tuned checkpoint of a family, or a ready descriptor of it
 
 
+def fingerprint(source: "Source") -> str:
+    """sha256 (16 hex digits) of a model's state dict (names, dtypes, shapes, bytes), or of a UTD's matrix."""
+    digest = hashlib.sha256()
+    tensors = {"matrix": source.matrix} if isinstance(source, UTD) else source.model.state_dict()
+    for name, tensor in tensors.items():
+        tensor = tensor.detach().cpu().contiguous().reshape(-1)
+        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
+        digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+    return digest.hexdigest()[:16]
+
+
 def architecture_signature(encoder: DualEncoder) -> str:
     """Hash of the media tower's parameter names and shapes: equal iff weight-space arithmetic applies."""
     layout = [(name, tuple(p.shape)) for name, p in encoder.media_encoder.named_parameters()]
@@ -114,6 +125,16 @@ class Workspace:
             return self.models[family]
         except KeyError:
             raise PlatonicError(f"unknown family {family!r}; this workspace has {', '.join(self.models)}") from None
+
+    def settings(self) -> dict[str, object]:
+        """Everything of the workspace that affects a run's numbers (recorded in its run folder)."""
+        return {
+            "families": list(self.families), "tasks": list(self.tasks), "controls": list(self.controls),
+            "per_class": self.per_class, "grid_seed": self.grid_seed, "ridge_a": self.ridge_a, "ridge_b": self.ridge_b,
+            "batch_size": self.batch_size,
+            "fingerprints": {**{f: fingerprint(m) for f, m in self.models.items()},
+                             **{f"{f}/{t}": fingerprint(s) for (f, t), s in self.finetuned.items()}},
+        }
 
     # ------------------------------------------------------------------ target side
     def grid(self, task: str) -> Grid:

@@ -1,0 +1,146 @@
+"""A run folder that cannot silently mix runs (`platonic grid --out`, `platonic demo --out`).
+
+- `run.json` records every setting that affects the results; a later run in the folder must bring
+  exactly the same settings, else it is refused with the settings that differ;
+- a lock (`fcntl.flock` on `.lock`) keeps a second process out while one runs;
+- `cells.jsonl` holds one record per finished cell, flushed as it finishes (a resumed run skips
+  them); a torn last line (a run killed mid-write) is dropped, a key recorded twice is refused;
+- every other file is written atomically (temporary file, then rename).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import IO, Any, Mapping
+
+from .. import atomic
+from ..errors import PlatonicError
+
+RUN_FILE = "run.json"
+CELLS_FILE = "cells.jsonl"
+LOCK_FILE = ".lock"
+
+
+class RunFolderBusy(PlatonicError):
+    """Another process holds the run folder's lock."""
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, Mapping) and value:
+        return {k: v for key, sub in value.items() for k, v in _flat(sub, f"{prefix}{key}.").items()}
+    return {prefix.rstrip("."): value}
+
+
+def setting_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """`name: old -> new` for every (nested, dotted) setting that differs between two records."""
+    a, b = _flat(old), _flat(new)
+    show = lambda d, k: repr(d[k]) if k in d else "(absent)"  # noqa: E731
+    return [f"{k}: {show(a, k)} -> {show(b, k)}" for k in sorted(a.keys() | b.keys()) if k not in a or k not in b or a[k] != b[k]]
+
+
+def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Records of a JSON lines file; a torn last line is dropped from the file, a repeated key refused."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    lines = path.read_text().splitlines()
+    records, seen = [], {}
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if i != len(lines) - 1:
+                raise PlatonicError(f"{path}: line {i + 1} is not JSON (the file is corrupt)") from None
+            atomic.write_text(path, "".join(line + "\n" for line in lines[:i]))
+            break
+        key = record.get("key")
+        if key in seen:
+            raise PlatonicError(f"{path}: cell {key!r} is recorded twice (lines {seen[key]} and {i + 1}); the folder mixes runs")
+        seen[key] = i + 1
+        records.append(record)
+    return records
+
+
+def append_record(path: str | os.PathLike, record: dict[str, Any]) -> dict[str, Any]:
+    """Append one JSON line and flush it to disk; returns the record as it reads back."""
+    line = json.dumps(record, sort_keys=True)
+    with open(path, "a") as fh:
+        fh.write(line + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    return json.loads(line)
+
+
+class RunFolder:
+    """`with RunFolder(path) as run:` holds the folder's lock; `run.begin(settings)` checks or records them."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self._lock: IO[str] | None = None
+
+    @property
+    def cells_path(self) -> Path:
+        return self.path / CELLS_FILE
+
+    def __enter__(self) -> "RunFolder":
+        if self.path.exists() and not self.path.is_dir():
+            raise PlatonicError(f"run folder {self.path} is a file, not a folder")
+        self.path.mkdir(parents=True, exist_ok=True)
+        lock = open(self.path / LOCK_FILE, "a+")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "unknown"
+            lock.close()
+            raise RunFolderBusy(f"run folder {self.path} is in use by another run (pid {holder}); "
+                                "wait for it to finish or use another output folder") from None
+        lock.truncate(0)
+        lock.write(str(os.getpid()))
+        lock.flush()
+        self._lock = lock
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+            self._lock.close()
+            self._lock = None
+
+    def begin(self, settings: Mapping[str, Any]) -> None:
+        """Record `settings` in a new folder; in a used one, refuse unless they equal the recorded ones."""
+        if self._lock is None:
+            raise PlatonicError(f"run folder {self.path} is not locked: use it as `with RunFolder(path) as run:`")
+        settings = json.loads(json.dumps(settings, sort_keys=True))  # as it reads back from run.json
+        run = self.path / RUN_FILE
+        if run.is_file():
+            recorded = json.loads(run.read_text()).get("settings", {})
+            diff = setting_differences(recorded, settings)
+            if diff:
+                raise PlatonicError(f"run folder {self.path} holds a run with other settings ({'; '.join(diff)}); "
+                                    "use another output folder, or repeat the recorded settings to resume")
+        elif self.cells_path.exists():
+            raise PlatonicError(f"run folder {self.path} holds {CELLS_FILE} but no {RUN_FILE} (an older or foreign run); "
+                                "use another output folder")
+        else:
+            atomic.write_json(run, {"settings": settings})
+
+    def records(self) -> list[dict[str, Any]]:
+        return read_records(self.cells_path)
+
+    def append(self, record: dict[str, Any]) -> dict[str, Any]:
+        return append_record(self.cells_path, record)
+
+    def write_text(self, name: str, text: str) -> Path:
+        return atomic.write_text(self.path / name, text)
+
+    def write_json(self, name: str, value: Any) -> Path:
+        return atomic.write_json(self.path / name, value)
