@@ -55,6 +55,12 @@ class Task:
     def __attrs_post_init__(self) -> None:
         if not self.classnames:
             raise PlatonicError(f"task {self.name!r} has no classes")
+        keys = [" ".join(c.split()).casefold() for c in self.classnames]
+        if "" in keys:
+            raise PlatonicError(f"task {self.name!r}: class {keys.index('')} has an empty name")
+        if len(set(keys)) < len(keys):
+            twice = sorted({c for c, k in zip(self.classnames, keys) if keys.count(k) > 1})
+            raise PlatonicError(f"task {self.name!r}: class names {twice} coincide (case and spacing aside): one could never be predicted")
         if not self.templates or any("{}" not in t for t in self.templates):
             raise PlatonicError(f"task {self.name!r}: every template needs a '{{}}' slot, got {self.templates}")
         for split_name in ("train", "test"):

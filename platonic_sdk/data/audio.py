@@ -7,8 +7,8 @@ thousands of clips costs no memory until a batch is encoded.
 
 from __future__ import annotations
 
-import csv
 import os
+import struct
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import PlatonicError, ShapeError
 from ..tasks import Split, Task
-from .folders import class_name, scan_classes, stratified_split, subfolders
+from .folders import check_class_names, inside, read_manifest, scan_classes, stratified_split, subfolders
 
 AUDIO_TEMPLATE = "this is a sound of {}."
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".aiff", ".aif", ".mp3")
@@ -78,19 +78,46 @@ class Waveform:
         return self.mono().resample(rate).samples
 
 
+def wav_header_frames(path: str | os.PathLike) -> int | None:
+    """Frames a RIFF/WAVE file's header promises (data chunk size / block align); None for other files.
+
+    None too when the writer left the size open (0 or 0xFFFFFFFF, as streaming writers do).
+    """
+    with open(path, "rb") as handle:
+        head = handle.read(12)
+        if len(head) < 12 or head[:4] not in (b"RIFF", b"RIFX") or head[8:12] != b"WAVE":
+            return None
+        order = "<" if head[:4] == b"RIFF" else ">"
+        block_align = 0
+        while len(chunk := handle.read(8)) == 8:
+            kind, size = chunk[:4], struct.unpack(order + "I", chunk[4:])[0]
+            if kind == b"data":
+                return size // block_align if block_align and size not in (0, 0xFFFFFFFF) else None
+            body = handle.read(size + (size & 1))
+            if kind == b"fmt " and len(body) >= 14:
+                block_align = struct.unpack(order + "H", body[12:14])[0]
+    return None
+
+
 def read_audio(path: str | os.PathLike) -> Waveform:
-    """Read an audio file with soundfile; a missing, unreadable or empty file raises PlatonicError."""
+    """Read an audio file with soundfile; a missing, unreadable, empty or truncated file raises PlatonicError.
+
+    Truncated: fewer frames read than the header promises (a WAV's data chunk size, any format's frame count).
+    """
     import soundfile
 
     path = Path(path)
     if not path.is_file():
         raise PlatonicError(f"audio file {str(path)!r} does not exist")
     try:
+        promised = wav_header_frames(path) or soundfile.info(str(path)).frames
         data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
-    except (soundfile.LibsndfileError, RuntimeError, TypeError) as exc:
+    except (soundfile.LibsndfileError, RuntimeError, TypeError, struct.error) as exc:
         raise PlatonicError(f"cannot read audio file {str(path)!r}: {exc}") from None
     if data.shape[0] == 0:
         raise PlatonicError(f"audio file {str(path)!r} holds no samples")
+    if data.shape[0] < promised:
+        raise PlatonicError(f"audio file {str(path)!r} is truncated: its header promises {promised} frames, it holds {data.shape[0]}")
     samples = data[:, 0] if data.shape[1] == 1 else data.T
     return Waveform(samples, rate)
 
@@ -121,7 +148,7 @@ def as_waveform(item: Any) -> Waveform:
 def _task(name: str, classnames: Sequence[str], paths: Sequence[str], labels: np.ndarray,
           train_ids: np.ndarray, test_ids: np.ndarray, templates: Sequence[str]) -> Task:
     split = Split(list(paths), labels)
-    return Task(name, [class_name(c) for c in classnames], split.subset(train_ids), split.subset(test_ids), templates)
+    return Task(name, classnames, split.subset(train_ids), split.subset(test_ids), templates)
 
 
 def folder_task(
@@ -136,11 +163,12 @@ def folder_task(
     if not root.is_dir():
         raise PlatonicError(f"audio folder {str(root)!r} does not exist")
     classes = subfolders(root)
+    names = check_class_names(classes, str(root))
     paths, labels = scan_classes(root, classes, AUDIO_SUFFIXES)
     if not paths:
         raise PlatonicError(f"no audio files ({', '.join(AUDIO_SUFFIXES)}) under {str(root)!r}/<class>/")
-    train_ids, test_ids = stratified_split(labels, test_fraction, seed)
-    return _task(name or root.name, classes, [str(p) for p in paths], labels, train_ids, test_ids, templates)
+    train_ids, test_ids = stratified_split(labels, test_fraction, seed, [str(root / c) for c in classes])
+    return _task(name or root.name, names, [str(p) for p in paths], labels, train_ids, test_ids, templates)
 
 
 def manifest_task(
@@ -165,8 +193,7 @@ def manifest_task(
     manifest = Path(manifest)
     if not manifest.is_file():
         raise PlatonicError(f"manifest {str(manifest)!r} does not exist")
-    with manifest.open(newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = read_manifest(manifest)
     if not rows:
         raise PlatonicError(f"manifest {str(manifest)!r} has no rows")
     template = path_template or "{" + path_column + "}"
@@ -178,6 +205,8 @@ def manifest_task(
         paths = [str(base / template.format(**row)) for row in rows]
     except KeyError as exc:
         raise PlatonicError(f"manifest {str(manifest)!r} has no column {exc.args[0]!r} named by the path template") from None
+    for line, path in enumerate(paths, start=2):
+        inside(Path(path), base, f"manifest {str(manifest)!r} line {line}: path")
     folds = [row[fold_column].strip() for row in rows]
     fold_names = sorted(set(folds), key=lambda f: (len(f), f))
     chosen = {str(f) for f in test_folds} if test_folds is not None else {fold_names[-1]}
@@ -187,7 +216,8 @@ def manifest_task(
     if chosen == set(fold_names):
         raise PlatonicError("every fold is a test fold: the train split would be empty")
     classes = sorted({row[label_column].strip() for row in rows})
+    names = check_class_names(classes, f"manifest {str(manifest)!r} column {label_column!r}")
     index = {c: i for i, c in enumerate(classes)}
     labels = np.asarray([index[row[label_column].strip()] for row in rows])
     is_test = np.asarray([f in chosen for f in folds])
-    return _task(name or manifest.stem, classes, paths, labels, np.flatnonzero(~is_test), np.flatnonzero(is_test), templates)
+    return _task(name or manifest.stem, names, paths, labels, np.flatnonzero(~is_test), np.flatnonzero(is_test), templates)

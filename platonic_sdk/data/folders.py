@@ -1,7 +1,14 @@
-"""Modality-neutral pieces of on-disk datasets: class-per-folder scans and seeded per-class splits."""
+"""Modality-neutral pieces of on-disk datasets: checked class-per-folder scans, class names, seeded splits.
+
+Every scan skips hidden entries (`.*`, `__pycache__`), refuses entries whose real path leaves the data
+root (symlinks), empty class folders, and class names that are empty or collide once normalised.
+"""
 
 from __future__ import annotations
 
+import csv
+import io
+import os
 from pathlib import Path
 from typing import Sequence
 
@@ -9,31 +16,80 @@ import numpy as np
 
 from ..errors import PlatonicError
 
+SKIPPED = ("__pycache__",)
+
 
 def class_name(folder: str) -> str:
     """A folder name as a prompt-ready class name: "sea_lion" -> "sea lion"."""
-    return folder.replace("_", " ").replace("-", " ").strip()
+    return " ".join(folder.replace("_", " ").replace("-", " ").split())
+
+
+def class_key(name: str) -> str:
+    """What two class names must not share: the prompt-ready name, case-folded."""
+    return class_name(name).casefold()
+
+
+def check_class_names(names: Sequence[str], where: str) -> list[str]:
+    """Prompt-ready names of `names` (folder names or labels); empty or colliding names raise PlatonicError."""
+    seen: dict[str, str] = {}
+    for name in names:
+        key = class_key(name)
+        if not key:
+            raise PlatonicError(f"{where}: class {name!r} has an empty name once '_' and '-' become spaces")
+        if key in seen:
+            raise PlatonicError(
+                f"{where}: classes {seen[key]!r} and {name!r} have the same name {class_name(name)!r} in a prompt; "
+                "rename or merge one of them"
+            )
+        seen[key] = name
+    return [class_name(n) for n in names]
+
+
+def visible(path: Path) -> bool:
+    """False for hidden entries (`.*`) and Python caches, which are never classes or items."""
+    return not path.name.startswith(".") and path.name not in SKIPPED
+
+
+def inside(path: Path, root: Path, what: str) -> Path:
+    """`path` when its real location (symlinks followed) lies under `root`'s; else PlatonicError."""
+    real, base = Path(os.path.realpath(path)), Path(os.path.realpath(root))
+    if real != base and base not in real.parents:
+        raise PlatonicError(f"{what} {str(path)!r} leads to {str(real)!r}, outside the data root {str(root)!r}")
+    return path
 
 
 def subfolders(root: Path) -> list[str]:
-    """Sorted names of the folders directly under `root`."""
-    return sorted(d.name for d in root.iterdir() if d.is_dir())
+    """Sorted names of the visible folders directly under `root` (each checked to stay under it)."""
+    return sorted(inside(d, root, "folder").name for d in root.iterdir() if visible(d) and d.is_dir())
 
 
-def scan_classes(root: Path, classes: Sequence[str], suffixes: Sequence[str]) -> tuple[list[Path], np.ndarray]:
-    """Files root/<class>/*<suffix> in class order (sorted within a class) and their class indices."""
+def scan_classes(root: Path, classes: Sequence[str], suffixes: Sequence[str], data_root: Path | None = None) -> tuple[list[Path], np.ndarray]:
+    """Files root/<class>/*<suffix> in class order (sorted within a class) and their class indices.
+
+    A class folder without such files raises PlatonicError naming it (a missing folder holds no items);
+    files must stay under `data_root` (default `root`).
+    """
     paths: list[Path] = []
     labels: list[int] = []
     for c, cls in enumerate(classes):
         folder = root / cls
-        files = sorted(f for f in folder.iterdir() if f.suffix.lower() in suffixes) if folder.is_dir() else []
-        paths.extend(files)
+        if not folder.is_dir():
+            continue
+        files = sorted(f for f in folder.iterdir() if visible(f) and f.suffix.lower() in suffixes)
+        if not files:
+            raise PlatonicError(f"class folder {str(folder)!r} holds no {'/'.join(suffixes)} files: remove it or add items")
+        paths.extend(inside(f, data_root or root, "file") for f in files)
         labels.extend([c] * len(files))
     return paths, np.asarray(labels, dtype=np.int64)
 
 
-def stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-class random split: round(test_fraction * n_c) items of each class go to test (at least one)."""
+def stratified_split(
+    labels: np.ndarray, test_fraction: float, seed: int, names: Sequence[str] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-class random split: round(test_fraction * n_c) items of each class go to test (at least one).
+
+    `names` (e.g. the class folders) name a class that is too small to split.
+    """
     if not 0.0 < test_fraction < 1.0:
         raise PlatonicError(f"test_fraction must lie in (0, 1), got {test_fraction}")
     rng = np.random.default_rng(seed)
@@ -41,8 +97,29 @@ def stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tup
     for c in np.unique(labels):
         members = rng.permutation(np.flatnonzero(labels == c))
         if len(members) < 2:
-            raise PlatonicError(f"class {int(c)} has {len(members)} item(s): a train/test split needs two")
+            label = repr(names[int(c)]) if names is not None else str(int(c))
+            raise PlatonicError(f"class {label} has {len(members)} item(s): a train/test split needs two")
         k = min(max(1, round(test_fraction * len(members))), len(members) - 1)
         test.extend(members[:k].tolist())
         train.extend(members[k:].tolist())
     return np.sort(train), np.sort(test)
+
+
+def read_manifest(manifest: Path) -> list[dict[str, str]]:
+    """The rows of a UTF-8 CSV manifest (a BOM is allowed); another encoding or a short row raises naming the line."""
+    raw = manifest.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise PlatonicError(
+            f"manifest {str(manifest)!r} is not UTF-8 text: line {line} has the byte {raw[exc.start]:#04x}; save it as UTF-8"
+        ) from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    rows = []
+    for row in reader:
+        if None in row.values() or None in row:
+            fields = sum(v is not None for k, v in row.items() if k is not None) + len(row.get(None) or ())  # type: ignore[call-overload]
+            raise PlatonicError(f"manifest {str(manifest)!r} line {reader.line_num}: {fields} fields where the header has {len(reader.fieldnames or ())}")
+        rows.append(row)
+    return rows

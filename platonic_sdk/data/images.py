@@ -8,6 +8,7 @@ to RGB PIL images when the task is built.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -15,17 +16,24 @@ from PIL import Image, UnidentifiedImageError
 
 from ..errors import PlatonicError
 from ..tasks import DEFAULT_TEMPLATE, Split, Task
-from .folders import class_name, scan_classes, stratified_split, subfolders
+from .folders import check_class_names, scan_classes, stratified_split, subfolders
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 
 
 def read_image(path: str | os.PathLike) -> Image.Image:
-    """An RGB image from `path`; unreadable files raise PlatonicError naming the file."""
+    """An RGB image from `path`; unreadable files and decompression bombs raise PlatonicError naming the file.
+
+    A bomb is an image of more than `PIL.Image.MAX_IMAGE_PIXELS` pixels (raise that limit for files you trust).
+    """
     try:
-        with Image.open(path) as image:
-            return image.convert("RGB")
-    except (OSError, UnidentifiedImageError) as exc:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as image:
+                return image.convert("RGB")
+    except (Image.DecompressionBombWarning, Image.DecompressionBombError) as exc:
+        raise PlatonicError(f"image {str(path)!r} looks like a decompression bomb: {exc}") from None
+    except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
         raise PlatonicError(f"cannot read image {str(path)!r}: {exc}") from None
 
 
@@ -43,16 +51,18 @@ def image_folder_task(
     subdirs = subfolders(root)
     if {"train", "test"} <= set(subdirs):
         classes = sorted(set(subfolders(root / "train")) | set(subfolders(root / "test")))
-        splits = [scan_classes(root / split, classes, IMAGE_SUFFIXES) for split in ("train", "test")]
+        names = check_class_names(classes, str(root))
+        splits = [scan_classes(root / split, classes, IMAGE_SUFFIXES, root) for split in ("train", "test")]
         if not len(splits[0][0]) or not len(splits[1][0]):
             raise PlatonicError(f"{str(root)!r}: train/ and test/ both need images under <class>/ folders")
         train, test = (Split([read_image(p) for p in paths], labels) for paths, labels in splits)
     else:
         classes = subdirs
+        names = check_class_names(classes, str(root))
         paths, labels = scan_classes(root, classes, IMAGE_SUFFIXES)
         if not paths:
             raise PlatonicError(f"no images ({', '.join(IMAGE_SUFFIXES)}) under {str(root)!r}/<class>/")
         everything = Split([read_image(p) for p in paths], labels)
-        train_ids, test_ids = stratified_split(labels, test_fraction, seed)
+        train_ids, test_ids = stratified_split(labels, test_fraction, seed, [str(root / c) for c in classes])
         train, test = everything.subset(train_ids), everything.subset(test_ids)
-    return Task(name or root.name, [class_name(c) for c in classes], train, test, templates)
+    return Task(name or root.name, names, train, test, templates)
