@@ -13,6 +13,7 @@ import sys
 from typing import Sequence
 
 from . import commands
+from .cli_values import config_tables, config_value, device, output_dir, output_file, positive_int
 from .errors import PlatonicError
 
 
@@ -27,10 +28,10 @@ def _common() -> Parser:
     p = Parser(add_help=False)
     g = p.add_argument_group("general")
     g.add_argument("--config", metavar="TOML", help="read options from a TOML file (command line wins)")
-    g.add_argument("--device", help="torch device for the models, e.g. cpu or cuda (default: where they load)")
-    g.add_argument("--batch-size", type=int, default=64, help="encoding batch size (default 64)")
+    g.add_argument("--device", type=device, help="torch device for the models, e.g. cpu or cuda (default: where they load)")
+    g.add_argument("--batch-size", type=positive_int, default=64, help="encoding batch size (default 64)")
     g.add_argument("--seed", type=int, default=0, help="seed for splits, fine-tuning and baselines (default 0)")
-    g.add_argument("--threads", type=int, help="torch CPU threads (grid: 1; others: torch's default)")
+    g.add_argument("--threads", type=positive_int, help="torch CPU threads (grid: 1; others: torch's default)")
     g.add_argument("--quiet", action="store_true", help="no progress bars")
     g.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     g.add_argument("--plugin", action="append", metavar="MODULE|FILE.py",
@@ -97,13 +98,13 @@ def build_parser() -> Parser:
     p.add_argument("--epochs", type=int, default=3, help="fine-tuning epochs (3)")
     p.add_argument("--lr", type=float, default=1e-4, help="fine-tuning learning rate (1e-4)")
     p.add_argument("--max-steps", type=int, help="cap on fine-tuning steps")
-    p.add_argument("--save-finetune", metavar="FILE", help="also save the fine-tune's task vector")
-    p.add_argument("-o", "--output", metavar="FILE", help="where to write the UTD (.safetensors)")
+    p.add_argument("--save-finetune", type=output_file, metavar="FILE", help="also save the fine-tune's task vector")
+    p.add_argument("-o", "--output", type=output_file, metavar="FILE", help="where to write the UTD (.safetensors)")
     p.set_defaults(func=commands.cmd_utd)
 
     p = sub.add_parser("bank", parents=[common, model, task, data, ridge], help="build a target's operators for descriptors")
     p.add_argument("--descriptor", nargs="+", metavar="FILE", help="UTD files; each operator is named by its file stem")
-    p.add_argument("-o", "--output", metavar="FILE", help="where to write the operator bank (.safetensors)")
+    p.add_argument("-o", "--output", type=output_file, metavar="FILE", help="where to write the operator bank (.safetensors)")
     p.set_defaults(func=commands.cmd_bank)
 
     p = sub.add_parser("edit", parents=[common, model, task, data, ridge], help="compose descriptors into an edit of a target")
@@ -112,8 +113,8 @@ def build_parser() -> Parser:
     p.add_argument("--negate", action="append", metavar="NAME", help="remove a task (coefficient -1)")
     p.add_argument("--term", action="append", metavar="NAME=COEF", help="a term with any coefficient")
     p.add_argument("--alpha", type=float, default=0.5, help="strength folded into the model (0.5)")
-    p.add_argument("-o", "--output", metavar="FILE", help="where to write the edit (.safetensors)")
-    p.add_argument("--save-model", metavar="DIR", help="also save the edited checkpoint with the family's save")
+    p.add_argument("-o", "--output", type=output_file, metavar="FILE", help="where to write the edit (.safetensors)")
+    p.add_argument("--save-model", type=output_dir, metavar="DIR", help="also save the edited checkpoint with the family's save")
     p.set_defaults(func=commands.cmd_edit)
 
     p = sub.add_parser("evaluate", parents=[common, model, task, data], help="zero-shot accuracy, optionally with an edit")
@@ -123,7 +124,7 @@ def build_parser() -> Parser:
 
     grid_ridge = _ridge(None, "1e-6; synthetic worlds: the demo's 0.1")
     p = sub.add_parser("grid", parents=[common, data, grid_ridge], help="run a cell grid and its studies; write report.md")
-    p.add_argument("--out", metavar="DIR", help="run folder (rerunning resumes finished cells)")
+    p.add_argument("--out", type=output_dir, metavar="DIR", help="run folder (rerunning resumes finished cells)")
     p.add_argument("--world", choices=("image", "audio"), default="image", help="synthetic zoo to use without models in --config")
     p.add_argument("--families", nargs="+", help="zoo families to include (default: all)")
     p.add_argument("--task", dest="tasks", action="append", metavar="SPEC", help="tasks (default: the zoo's transfer tasks)")
@@ -144,7 +145,7 @@ def build_parser() -> Parser:
     p.set_defaults(func=commands.cmd_grid, models=None, finetuned=None, threads=1)
 
     p = sub.add_parser("demo", parents=[common], help="the offline demo on the synthetic world")
-    p.add_argument("--out", default="out/demo", help="output folder (out/demo)")
+    p.add_argument("--out", type=output_dir, default="out/demo", help="output folder (out/demo)")
     p.add_argument("--lora-cells", type=int, default=8, help="addition and negation cells that also run the LoRA route (8; 0: none)")
     p.add_argument("--weight-space-cells", type=int, default=6, help="same-model cells with weight-space arithmetic (6; 0: none)")
     p.add_argument("--orthoreg-tasks", type=int, default=0, help="run the OrthoReg study on this many tasks (0: off; ~2 min for 3)")
@@ -191,6 +192,12 @@ def apply_config(parser: Parser, argv: Sequence[str], args: argparse.Namespace) 
         raise PlatonicError(f"config file {args.config}: unknown setting(s) for `{args.command}`: {', '.join(unknown)}")
     # top-level keys apply where the command has that option; the command's table always applies
     settings = {**{k: v for k, v in everywhere.items() if k in known}, **section}
+    actions = {a.dest: a for a in _subparser(parser, args.command)._actions}
+    for k, v in settings.items():
+        try:
+            settings[k] = config_tables(k, v) if k not in actions else config_value(actions[k], v)
+        except PlatonicError as exc:
+            raise PlatonicError(f"config file {args.config}: {k} = {v!r}: {exc}") from None
     _subparser(parser, args.command).set_defaults(**settings)
     return parse(parser, argv)
 
@@ -216,12 +223,16 @@ def load_plugin(name: str) -> None:
         spec = importlib.util.spec_from_file_location(f"platonic_plugin_{path.stem}", path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:  # anything the plugin's code raises is the plugin's error, not ours
+            del sys.modules[spec.name]
+            raise PlatonicError(f"plugin {name} failed to import: {type(exc).__name__}: {exc}") from exc
     else:
         try:
             importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            raise PlatonicError(f"cannot import plugin {name!r}: {exc}") from None
+        except Exception as exc:
+            raise PlatonicError(f"cannot import plugin {name!r}: {type(exc).__name__}: {exc}") from exc
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from .errors import PlatonicError
+from .errors import GridMismatchError, PlatonicError
 
 BANK_KIND = "operator_bank"
 
@@ -35,14 +36,21 @@ def _world_task(name: str, args: argparse.Namespace):
     )
 
 
-def resolve_task(spec: str, args: argparse.Namespace):
-    """A Task from a spec: NAME (synthetic world), [NAME=]images:DIR, [NAME=]audio:DIR or [NAME=]csv:FILE."""
+def _folder_spec(spec: str) -> tuple[str | None, str, str] | None:
+    """(name or None, kind, path) of a folder spec [NAME=]kind:PATH; None for a synthetic-world task name."""
     name, sep, rest = spec.partition("=")
     if not sep:
         name, rest = None, spec
     kind, colon, where = rest.partition(":")
-    if not colon or kind not in ("images", "audio", "csv"):
+    return (name, kind, where) if colon and kind in ("images", "audio", "csv") else None
+
+
+def resolve_task(spec: str, args: argparse.Namespace):
+    """A Task from a spec: NAME (synthetic world), [NAME=]images:DIR, [NAME=]audio:DIR or [NAME=]csv:FILE."""
+    parts = _folder_spec(spec)
+    if parts is None:
         return _world_task(spec, args)
+    name, kind, where = parts
     path = Path(args.data_root or ".") / where
     templates = tuple(args.template) if args.template else None
     if kind == "images":
@@ -67,8 +75,51 @@ def resolve_tasks(specs: Sequence[str], args: argparse.Namespace) -> dict[str, A
     return tasks
 
 
-def _task_named(name: str, tasks: dict[str, Any], args: argparse.Namespace):
-    return tasks[name] if name in tasks else _world_task(name, args)
+# the options that decide a task's items, labels and prompts: a descriptor records them with its --task
+TASK_OPTIONS = ("template", "test_fraction", "seed", "world_seed", "train_per_class", "test_per_class")
+
+
+def task_record(spec: str, task, args: argparse.Namespace) -> dict[str, Any]:
+    """How to rebuild `task` later: its spec (named, with an absolute path) and the options that shaped it."""
+    parts = _folder_spec(spec)
+    if parts is not None:
+        spec = f"{task.name}={parts[1]}:{os.path.abspath(Path(args.data_root or '.') / parts[2])}"
+    return {"task_spec": spec, "task_options": {k: getattr(args, k) for k in TASK_OPTIONS}}
+
+
+def _repeat(utd, args: argparse.Namespace) -> str:
+    """The --task (and options that differ from this command's) that the descriptor was computed with."""
+    flags = [f"--task {utd.provenance['task_spec']}"]
+    for key, value in utd.provenance.get("task_options", {}).items():
+        if getattr(args, key, value) != value:
+            flags += [f"--template {t!r}" for t in value or ()] if key == "template" else [f"--{key.replace('_', '-')} {value}"]
+    return " ".join(flags)
+
+
+def descriptor_grid(label: str, utd, tasks: dict[str, Any], args: argparse.Namespace):
+    """The grid `utd` lives on, checked: its task from --task, else rebuilt from the spec the descriptor records."""
+    spec = utd.provenance.get("task_spec")
+    if utd.task in tasks:
+        task = tasks[utd.task]
+        hint = (f"repeat `{_repeat(utd, args)}` with the data it was computed on" if spec
+                else "give the --task it was computed on, with the same options")
+    elif spec:
+        recorded = argparse.Namespace(**{**vars(args), **utd.provenance.get("task_options", {}), "data_root": None})
+        try:
+            task = resolve_task(spec, recorded)
+        except PlatonicError as exc:
+            raise PlatonicError(f"{label}: cannot rebuild its task from `--task {spec}` ({exc}); "
+                                f"give --task {utd.task}=KIND:PATH with the data it was computed on") from None
+        hint = f"the data of `--task {spec}` changed since it was computed: recompute it with `platonic utd`"
+    else:
+        task = _world_task(utd.task, args)
+        hint = "give the --task it was computed on, with the same options"
+    grid = _grid_of(task, args, utd.provenance)
+    try:
+        utd.check_grid(grid)
+    except GridMismatchError as exc:
+        raise GridMismatchError(f"{label}: {exc}; {hint}") from None
+    return grid
 
 
 def _grid_of(task, args: argparse.Namespace, provenance: dict[str, Any] | None = None):
@@ -120,7 +171,8 @@ def cmd_utd(args: argparse.Namespace) -> int:
     if bool(args.ft_checkpoint) == bool(args.finetune):
         raise PlatonicError("give exactly one of --ft-checkpoint (a fine-tuned checkpoint) or --finetune (fine-tune here)")
     grid = _grid_of(task, args)
-    prov = {"grid_per_class": args.per_class, "grid_seed": args.grid_seed, "grid_stratified": args.stratified}
+    prov = {"grid_per_class": args.per_class, "grid_seed": args.grid_seed, "grid_stratified": args.stratified,
+            **task_record(specs[0], task, args)}
     if args.ft_checkpoint:
         ft = load_model(args.family, args.ft_checkpoint, args)
         prov["ft_checkpoint"] = args.ft_checkpoint
@@ -155,9 +207,7 @@ def cmd_bank(args: argparse.Namespace) -> int:
     bank = OperatorBank(target, args.ridge_a, args.ridge_b, args.batch_size)
     operators, entries = {}, {}
     for label, utd in descriptors.items():
-        grid = _grid_of(_task_named(utd.task, tasks, args), args, utd.provenance)
-        utd.check_grid(grid)
-        bank.add_grid(grid)
+        bank.add_grid(descriptor_grid(label, utd, tasks, args))
         operators[label] = bank.operator(utd)
         entries[label] = {"task": utd.task, "grid_id": utd.grid_id, "provenance": utd.provenance}
     meta = {
@@ -214,10 +264,8 @@ def cmd_edit(args: argparse.Namespace) -> int:
         tasks = resolve_tasks(args.task or [], args)
         target = load_model(_require(args.family, "--family"), args.checkpoint, args)
         bank = OperatorBank(target, args.ridge_a, args.ridge_b, args.batch_size)
-        for utd in descriptors.values():
-            grid = _grid_of(_task_named(utd.task, tasks, args), args, utd.provenance)
-            utd.check_grid(grid)
-            bank.add_grid(grid)
+        for label, utd in descriptors.items():
+            bank.add_grid(descriptor_grid(label, utd, tasks, args))
         composition = sum((c * descriptors[n] for n, c in terms), Composition(()))
         edit = bank.edit(composition, args.alpha)
     if args.output:

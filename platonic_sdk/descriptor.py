@@ -46,8 +46,13 @@ class UTD:
     def check_grid(self, grid: Grid) -> None:
         """Raise unless this descriptor lives on `grid` (same identity and shape)."""
         if grid.identity != self.grid_id:
+            if grid.names_identity == self.grid_id:
+                why = ("it was saved before grid identities covered the probe items, so its data cannot be checked; "
+                       "recompute it (platonic utd, or UTD.compute) to use it")
+            else:
+                why = "the grids differ in their probe items, prompts or probe draw (a descriptor of other data)"
             raise GridMismatchError(
-                f"descriptor of task {self.task!r} is on grid {self.grid_id}, not on grid {grid.identity} ({grid.task!r})"
+                f"descriptor of task {self.task!r} is on grid {self.grid_id}, not on grid {grid.identity} ({grid.task!r}): {why}"
             )
         if grid.shape != self.shape:
             raise ShapeError(f"descriptor has shape {self.shape}, but its grid is {grid.shape}")

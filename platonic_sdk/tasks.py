@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
 from typing import Any, Sequence
 
 import attrs
@@ -81,6 +83,38 @@ class Task:
         return Grid.from_task(self, per_class=per_class, seed=seed, stratified=stratified)
 
 
+def item_fingerprint(item: Any) -> str:
+    """sha256 of one item's content: its own `fingerprint()`, else the bytes of its file (a path, or an item
+    with a `.path`), else its fields (attrs value objects such as Waveform), else its decoded array."""
+    own = getattr(item, "fingerprint", None)
+    if callable(own):
+        return str(own())
+    path = item if isinstance(item, (str, os.PathLike)) else getattr(item, "path", None)
+    if isinstance(path, (str, os.PathLike)):
+        try:
+            with open(path, "rb") as fh:
+                return hashlib.file_digest(fh, "sha256").hexdigest()
+        except OSError as exc:
+            raise PlatonicError(f"cannot read item {str(path)!r}: {exc.strerror or exc}") from None
+    digest = hashlib.sha256(type(item).__name__.encode())
+    if attrs.has(type(item)):
+        for field in attrs.fields(type(item)):
+            value = getattr(item, field.name)
+            scalar = value is None or isinstance(value, (bool, int, float, str, bytes))
+            digest.update((f"{field.name}={value!r}" if scalar else f"{field.name}:{item_fingerprint(value)}").encode())
+        return digest.hexdigest()
+    array = np.asarray(item)
+    if array.dtype == object:
+        raise PlatonicError(
+            f"cannot fingerprint an item of type {type(item).__name__}: give it a fingerprint() method or a .path, "
+            "or make it array-like"
+        )
+    array = np.ascontiguousarray(array)
+    digest.update(f"{array.dtype.str}{array.shape}".encode())
+    digest.update(array.data)
+    return digest.hexdigest()
+
+
 def _prompt_tuple(value: Sequence[Sequence[str]]) -> tuple[tuple[str, ...], ...]:
     return tuple(tuple(str(p) for p in cls) for cls in value)
 
@@ -89,7 +123,8 @@ def _prompt_tuple(value: Sequence[Sequence[str]]) -> tuple[tuple[str, ...], ...]
 class Grid:
     """Probe items of a task's train split x its class prompts; descriptors live on one grid.
 
-    `identity` hashes (task, probe ids, prompts): two descriptors are comparable only when equal.
+    `identity` hashes (task, probe ids, prompts, content of the probe items): two descriptors are
+    comparable only when equal, so a descriptor computed on other data is refused.
     """
 
     task: str
@@ -130,11 +165,26 @@ class Grid:
         """(P, M): probes x classes, the shape of every descriptor on this grid."""
         return len(self.probe_ids), len(self.prompts)
 
-    @property
+    @functools.cached_property
+    def content(self) -> str:
+        """sha256 over the probe items' fingerprints (see `item_fingerprint`), in probe order; hashed once per grid."""
+        digest = hashlib.sha256()
+        for item in self.items:
+            digest.update(item_fingerprint(item).encode())
+        return digest.hexdigest()
+
+    @functools.cached_property
     def identity(self) -> str:
-        """Stable hash of (task name, probe ids, prompt lists)."""
-        payload = json.dumps([self.task, list(self.probe_ids), [list(p) for p in self.prompts]])
-        return hashlib.sha256(payload.encode()).hexdigest()[:20]
+        """Stable hash of (task name, probe ids, prompt lists, probe content): equal only on the same data."""
+        return hashlib.sha256((self._names_payload() + self.content).encode()).hexdigest()[:20]
+
+    @property
+    def names_identity(self) -> str:
+        """The identity of SDK files written before it covered the probe content (names, ids, prompts only)."""
+        return hashlib.sha256(self._names_payload().encode()).hexdigest()[:20]
+
+    def _names_payload(self) -> str:
+        return json.dumps([self.task, list(self.probe_ids), [list(p) for p in self.prompts]])
 
     @classmethod
     def union(cls, grids: Sequence["Grid"], name: str = "union") -> "Grid":

@@ -1,0 +1,117 @@
+"""Option values of the `platonic` command: argparse `type=` checks, and TOML config values run through them.
+
+A config value passes the same checks as the command line (the option's `type=` and `choices=`), and must
+also have the TOML type the option takes: a string, a number, a bool (flags) or an array (repeatable options).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from .errors import PlatonicError
+
+
+def device(value: str) -> str:
+    """A torch device that exists and is available here: cpu, or an accelerator this machine has."""
+    import torch
+
+    try:
+        dev = torch.device(value)
+    except (RuntimeError, TypeError):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a torch device (e.g. cpu, cuda, cuda:1, mps)") from None
+    if dev.type == "cpu":
+        return value
+    accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
+    count = torch.accelerator.device_count() if accelerator is not None and accelerator.type == dev.type else 0
+    if count == 0:
+        have = f"cpu and {count_of(torch.accelerator.device_count(), accelerator.type)}" if accelerator is not None else "only cpu"
+        raise argparse.ArgumentTypeError(f"device {value!r} is not available on this machine (it has {have})")
+    if dev.index is not None and dev.index >= count:
+        raise argparse.ArgumentTypeError(f"device {value!r} is not available: this machine has {count_of(count, dev.type)}")
+    return value
+
+
+def count_of(n: int, kind: str) -> str:
+    return f"{n} {kind} device" + ("" if n == 1 else "s")
+
+
+def positive_int(value: str) -> int:
+    """An integer >= 1."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {number}")
+    return number
+
+
+def output_file(value: str) -> str:
+    """A path to write a file to: not an existing folder."""
+    if os.path.isdir(value):
+        raise argparse.ArgumentTypeError(f"{value!r} is a folder; give the path of a file to write")
+    return value
+
+
+def output_dir(value: str) -> str:
+    """A path to write a folder to: not an existing file."""
+    if os.path.exists(value) and not os.path.isdir(value):
+        raise argparse.ArgumentTypeError(f"{value!r} is a file; give the path of a folder to write")
+    return value
+
+
+# option types that take a TOML number; every other option takes a string
+NUMBERS = {int: "an integer", float: "a number", positive_int: "a positive integer"}
+
+
+def _toml_kind(value: Any) -> str:
+    kinds = {bool: "a bool", int: "an integer", float: "a float", str: "a string", list: "an array", dict: "a table"}
+    return next((name for t, name in kinds.items() if isinstance(value, t)), type(value).__name__)
+
+
+def _convert(action: argparse.Action, value: Any) -> Any:
+    """One value through the option's type= and choices=, as if typed on the command line."""
+    wanted = NUMBERS.get(action.type, "a string")
+    if isinstance(value, (bool, list, dict)) or (wanted == "a string" and not isinstance(value, str)):
+        raise PlatonicError(f"takes {wanted}, got {_toml_kind(value)}")
+    converted = value
+    if action.type is not None:
+        try:
+            converted = action.type(str(value))
+        except (argparse.ArgumentTypeError, TypeError, ValueError) as exc:
+            name = getattr(action.type, "__name__", "")
+            raise PlatonicError(str(exc) if isinstance(exc, argparse.ArgumentTypeError) else f"invalid {name} value: {value!r}") from None
+    if action.choices is not None and converted not in action.choices:
+        raise PlatonicError(f"invalid choice: {converted!r} (choose from {', '.join(map(repr, action.choices))})")
+    return converted
+
+
+def config_value(action: argparse.Action, value: Any) -> Any:
+    """A TOML value for `action`, checked and converted as the command line would; PlatonicError says why not."""
+    if action.nargs == 0:  # a flag: store_true / store_false
+        if not isinstance(value, bool):
+            raise PlatonicError(f"is a flag: takes true or false, got {_toml_kind(value)}")
+        return action.const if value else action.default
+    if action.nargs in ("+", "*") or isinstance(action, argparse._AppendAction):
+        values = value if isinstance(value, list) else [value]
+        if action.nargs == "+" and not values:
+            raise PlatonicError("takes at least one value, got an empty array")
+        return [_convert(action, v) for v in values]
+    return _convert(action, value)
+
+
+def config_tables(key: str, value: Any) -> Any:
+    """[models.NAME] tables (family, checkpoint) or [[finetuned]] entries (model, task, checkpoint or utd): strings."""
+    entries = value.values() if key == "models" and isinstance(value, dict) else value if key == "finetuned" and isinstance(value, list) else None
+    if entries is None:
+        shape = "a table of [models.NAME] tables" if key == "models" else "an array of [[finetuned]] tables"
+        raise PlatonicError(f"takes {shape}, got {_toml_kind(value)}")
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise PlatonicError(f"entries must be tables, got {_toml_kind(entry)}")
+        wrong = sorted(k for k, v in entry.items() if not isinstance(v, str))
+        if wrong:
+            raise PlatonicError(f"{', '.join(wrong)} must be strings")
+    return value
