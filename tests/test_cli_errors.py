@@ -1,0 +1,164 @@
+"""Every user error of the `platonic` command: exit status 2, one `platonic <command>: error: ...` line on
+stderr, no traceback, and nothing written. `--debug` keeps the traceback instead.
+
+The commands run through `cli.main` in this process (a subprocess start costs seconds); each case also
+checks that the working folder is byte for byte as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+import platonic_sdk as ps
+from platonic_sdk import cli
+from platonic_sdk.errors import PlatonicError
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every entry under `root` with a digest of its bytes ("dir" for folders)."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir" for p in sorted(root.rglob("*"))}
+
+
+def refused(capsys, cwd: Path, words: str, *argv: str) -> str:
+    """`platonic argv` exits 2 with one error line containing `words`, and nothing under `cwd` changes."""
+    before = snapshot(cwd)
+    capsys.readouterr()
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        status = cli.main(list(argv))
+    except SystemExit as exc:  # argparse's errors exit
+        status = exc.code
+    finally:
+        os.chdir(old)
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert status == 2, err
+    assert len(lines) == 1 and lines[0].startswith(f"platonic {argv[0]}: error:") and words in lines[0], err
+    assert "Traceback" not in err
+    assert snapshot(cwd) == before
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    """A tiny clip checkpoint (pre and moved), an existing folder `adir/`, and plugin files that fail."""
+    root = tmp_path_factory.mktemp("cli_errors")
+    model = ps.from_config("clip", seed=0)
+    model.save(str(root / "pre"))
+    with torch.no_grad():
+        for p in model.media_encoder.parameters():
+            p.add_(0.05)
+    model.save(str(root / "ft"))
+    (root / "adir").mkdir()
+    (root / "adir" / "keep.txt").write_text("untouched")
+    (root / "raises.py").write_text("raise ImportError('the plugin needs a library that is not installed')\n")
+    (root / "broken.py").write_text("def f(:\n")
+    return root
+
+
+MODELS = ("utd", "--family", "clip", "--checkpoint", "pre", "--ft-checkpoint", "ft", "--per-class", "2", "--quiet")
+UTD_ARGS = (*MODELS, "--task", "small_shapes", "--train-per-class", "4", "--test-per-class", "3")
+
+
+def test_devices_that_do_not_exist_or_are_not_here(work, capsys):
+    refused(capsys, work, "'banana' is not a torch device", *UTD_ARGS, "--device", "banana", "-o", "x.safetensors")
+    refused(capsys, work, "'cuda:99' is not available", *UTD_ARGS, "--device", "cuda:99", "-o", "x.safetensors")
+    if not torch.cuda.is_available():
+        refused(capsys, work, "'cuda' is not available on this machine (it has only cpu)", *UTD_ARGS, "--device", "cuda", "-o", "x.safetensors")
+
+
+def test_plugins_that_fail_to_import(work, capsys):
+    refused(capsys, work, "plugin raises.py failed to import: ImportError: the plugin needs", "families", "--plugin", "raises.py")
+    refused(capsys, work, "plugin broken.py failed to import: SyntaxError", "families", "--plugin", "broken.py")
+    refused(capsys, work, "cannot import plugin 'no_such_plugin_module'", "families", "--plugin", "no_such_plugin_module")
+    refused(capsys, work, "does not exist", "families", "--plugin", "missing.py")
+
+
+def test_numbers_that_must_be_positive(work, capsys):
+    refused(capsys, work, "argument --threads: must be a positive integer, got -1", "families", "--threads", "-1")
+    refused(capsys, work, "argument --batch-size: must be a positive integer, got 0", *UTD_ARGS, "--batch-size", "0", "-o", "x.safetensors")
+
+
+def test_output_paths_of_the_wrong_kind(work, capsys):
+    refused(capsys, work, "argument -o/--output: 'adir' is a folder", *UTD_ARGS, "-o", "adir")
+    refused(capsys, work, "'adir' is a folder", "bank", "--family", "clip", "--descriptor", "x.safetensors", "-o", "adir")
+    refused(capsys, work, "'adir' is a folder", "edit", "--family", "clip", "--add", "x.safetensors", "-o", "adir")
+    refused(capsys, work, "argument --out: 'raises.py' is a file", "grid", "--out", "raises.py")
+
+
+def _png_header(width: int, height: int) -> bytes:
+    """A PNG that claims width x height pixels in a few bytes (a decompression bomb)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+
+
+@pytest.mark.parametrize("side", [12_000, 20_000], ids=["warning-size", "error-size"])
+def test_a_decompression_bomb_in_an_image_folder_is_named(work, capsys, side):
+    """Above PIL's MAX_IMAGE_PIXELS (a warning) and above twice that (an error): both refused, by file name."""
+    assert Image.MAX_IMAGE_PIXELS < side * side
+    folder = work / f"bombs{side}"
+    for cls in ("a", "b"):
+        (folder / cls).mkdir(parents=True)
+        for i in range(3):
+            Image.new("RGB", (4, 4), (40 * i, 9, 9)).save(folder / cls / f"{i}.png")
+    (folder / "b" / "bomb.png").write_bytes(_png_header(side, side))
+    line = refused(capsys, work, "bomb.png", *MODELS, "--task", f"images:{folder.name}", "-o", "x.safetensors")
+    assert "decompression bomb" in line
+
+
+CONFIGS = {
+    "batch_size = 5.5\n": "batch_size = 5.5: invalid int value",
+    "out = 5\n": "out = 5: takes a string, got an integer",
+    "[grid]\nmodels = 5\n": "models = 5: takes a table of [models.NAME] tables, got an integer",
+    "[grid.models.clip]\nfamily = 5\n": "family must be strings",
+    "[grid]\nfinetuned = [1]\n": "entries must be tables",
+    "[grid]\npairing = \"banana\"\n": "pairing = 'banana': invalid choice: 'banana' (choose from 'auto', 'distinct', 'any')",
+    "[grid]\nkinds = [\"addition\", \"merging\"]\n": "invalid choice: 'merging'",
+    "[grid]\nsweep_alphas = [0.5, \"x\"]\n": "invalid float value: 'x'",
+    "[grid]\nquiet = 1\n": "quiet = 1: is a flag: takes true or false, got an integer",
+    "[grid]\nalpha = true\n": "alpha = True: takes a number, got a bool",
+    "[grid]\nthreads = -2\n": "threads = -2: must be a positive integer, got -2",
+    "[grid]\ndevice = \"banana\"\n": "'banana' is not a torch device",
+    "[grid]\nkinds = []\n": "takes at least one value",
+}
+
+
+@pytest.mark.parametrize("text", list(CONFIGS), ids=[t.split("=")[0].split("]")[-1].strip() for t in CONFIGS])
+def test_config_values_pass_the_command_line_checks(work, capsys, text):
+    (work / "run.toml").write_text(text)
+    try:
+        line = refused(capsys, work, CONFIGS[text], "grid", "--config", "run.toml", "--out", "run")
+    finally:
+        (work / "run.toml").unlink()
+    assert "config file run.toml:" in line and not (work / "run").exists()
+
+
+def test_config_values_that_pass_are_converted_like_the_command_line(work):
+    (work / "ok.toml").write_text("batch_size = 8\n[utd]\nmode = \"full\"\nstratified = true\ntemplate = \"a {} thing.\"\n")
+    parser = cli.build_parser()
+    argv = ["utd", "--config", str(work / "ok.toml")]
+    args = cli.apply_config(parser, argv, cli.parse(parser, argv))
+    assert (args.batch_size, args.mode, args.stratified, args.template) == (8, "full", True, ["a {} thing."])
+
+
+def test_debug_keeps_the_traceback(work):
+    old = Path.cwd()
+    os.chdir(work)
+    try:
+        with pytest.raises(PlatonicError, match="plugin raises.py failed to import") as info:
+            cli.main(["families", "--plugin", "raises.py", "--debug"])
+    finally:
+        os.chdir(old)
+    assert isinstance(info.value.__cause__, ImportError)  # the plugin's own error stays attached
