@@ -197,3 +197,7 @@ class AppliedTaskVector:
     def __exit__(self, *exc: object) -> None:
         if self.active:
             self.undo()
+
+
+# Merging methods live in their own module (they need TaskVector, defined above).
+from .merging import MergeMethod, merge, merge_method, merge_methods, register_merge_method  # noqa: E402
