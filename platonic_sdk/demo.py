@@ -226,18 +226,20 @@ def spread(items: Sequence[Any], count: int | None) -> list[Any]:
 
 
 def orthoreg_study(ws: Any, config: DemoConfig, recipe: Mapping[str, Any]) -> dict[str, Any]:
-    """Plain vs OrthoReg (lambda = 1) fine-tuning of one family on several tasks, then weight-space addition."""
+    """Plain vs OrthoReg (lambda = 1) fine-tuning of one family on several tasks, then weight-space
+    addition by every registered merging method (each coefficient chosen on validation)."""
     from .evaluate.merging import addition_study
-    from .finetune import FinetuneConfig
+    from .finetune import FinetuneConfig, merge_methods
 
     family = ws.families[0]
     tasks = [ws.tasks[t] for t in ws.transfer_tasks[: config.orthoreg_tasks]]
-    results = addition_study(ws.models[family], tasks, FinetuneConfig(**recipe, seed=config.seed), lambdas=(0.0, 1.0))
+    results = addition_study(ws.models[family], tasks, FinetuneConfig(**recipe, seed=config.seed), lambdas=(0.0, 1.0),
+                             methods=merge_methods())
     return {
         "family": family,
         "tasks": [t.name for t in tasks],
         "recipe": dict(recipe),
-        "runs": [{"orthoreg": r.orthoreg, "coef": r.coef, "mean_cosine": r.mean_cosine, "normalised": r.normalised,
+        "runs": [{"method": r.method, "orthoreg": r.orthoreg, "coef": r.coef, "mean_cosine": r.mean_cosine, "normalised": r.normalised,
                   "merged_mean": _mean(list(r.merged.values())), "merged": r.merged, "finetuned": r.finetuned,
                   "zero_shot": r.zero_shot} for r in results],
     }
@@ -271,13 +273,16 @@ def lora_tables(report: dict[str, Any], labels: Mapping[str, str]) -> list[str]:
 
 
 def orthoreg_tables(report: dict[str, Any]) -> list[str]:
-    """The OrthoReg study (when it ran): task-vector cosine and the merged model's accuracy per lambda."""
+    """The OrthoReg study (when it ran): per merging method and lambda, task-vector cosine and the merged model's accuracy."""
     study = report.get("orthoreg")
     if not study:
         return []
-    rows = [[r["orthoreg"], r["mean_cosine"], r["coef"], r["merged_mean"], r["normalised"]] for r in study["runs"]]
-    return [f"### OrthoReg study ({study['family']}, weight-space addition of {', '.join(study['tasks'])})\n\n"
-            + _table(rows, ["lambda", "mean pairwise cosine", "picked coefficient", "merged accuracy", "normalised accuracy"])]
+    methods = list(dict.fromkeys(r["method"] for r in study["runs"]))
+    runs = sorted(study["runs"], key=lambda r: methods.index(r["method"]))  # by method, then lambda
+    rows = [[r["method"], r["orthoreg"], r["mean_cosine"], r["coef"], r["merged_mean"], r["normalised"]] for r in runs]
+    return [f"### OrthoReg study ({study['family']}, weight-space addition of {', '.join(study['tasks'])}; "
+            "coefficient chosen on validation per method)\n\n"
+            + _table(rows, ["merging method", "lambda", "mean pairwise cosine", "picked coefficient", "merged accuracy", "normalised accuracy"])]
 
 
 def run_demo(

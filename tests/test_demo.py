@@ -121,3 +121,14 @@ def test_demo_pipeline_end_to_end(tiny_setup, tmp_path) -> None:
 
 def test_closed_form_cell_matches_a_folded_model(tiny_setup) -> None:
     assert_closed_form_cell_is_the_folded_model(tiny_setup[1])
+
+
+
+def test_orthoreg_table_lists_every_method_plain_then_orthoreg() -> None:
+    from platonic_sdk.demo import orthoreg_tables
+
+    runs = [{"method": m, "orthoreg": lam, "mean_cosine": 0.1, "coef": 0.5, "merged_mean": 50.0 + i, "normalised": 0.9}
+            for i, (lam, m) in enumerate((lam, m) for lam in (0.0, 1.0) for m in ("task_arithmetic", "ties", "iso_c"))]
+    (table,) = orthoreg_tables({"orthoreg": {"family": "clip", "tasks": ["a", "b"], "runs": runs}})
+    rows = [[c.strip() for c in line.split("|")[1:3]] for line in table.splitlines() if line.startswith("|")][2:]
+    assert rows == [[m, lam] for m in ("task_arithmetic", "ties", "iso_c") for lam in ("0.00", "1.00")]

@@ -8,7 +8,7 @@ import platonic_sdk as ps
 from platonic_sdk.errors import PlatonicError
 from platonic_sdk.evaluate import accuracy
 from platonic_sdk.evaluate.merging import addition_study, negation_study, split_validation
-from platonic_sdk.finetune import FinetuneConfig
+from platonic_sdk.finetune import FinetuneConfig, merge_methods
 
 CONFIG = FinetuneConfig(lr=1e-2, epochs=2, batch_size=16)
 COEFS = (0.0, 0.5, 1.0)
@@ -46,8 +46,11 @@ def test_validation_split_is_disjoint_and_seeded(setup):
 def test_addition_study_with_and_without_orthoreg(setup):
     encoder, colours, shades = setup
     state = {k: v.clone() for k, v in encoder.model.state_dict().items()}
-    results = addition_study(encoder, [colours, shades], CONFIG, lambdas=(0.0, 1.0), coefs=COEFS)
-    assert [r.orthoreg for r in results] == [0.0, 1.0]
+    results = addition_study(encoder, [colours, shades], CONFIG, lambdas=(0.0, 1.0), coefs=COEFS, methods=merge_methods())
+    assert [(r.orthoreg, r.method) for r in results] == [(lam, m) for lam in (0.0, 1.0) for m in merge_methods()]
+    for lam in (0.0, 1.0):  # one fine-tune per lambda, shared by every method
+        same = [r for r in results if r.orthoreg == lam]
+        assert all(r.finetuned == same[0].finetuned and r.mean_cosine == same[0].mean_cosine for r in same)
     for r in results:
         assert r.coef in COEFS and r.sweep.best == r.coef
         assert r.zero_shot == {t.name: pytest.approx(accuracy(encoder, t)) for t in (colours, shades)}
@@ -56,6 +59,12 @@ def test_addition_study_with_and_without_orthoreg(setup):
         assert r.coef > 0 and np.mean(list(r.merged.values())) > np.mean(list(r.zero_shot.values()))
         assert -1.0 <= r.mean_cosine <= 1.0  # two vectors: their cosine (TaskVector.cosine is tested exactly)
     assert all(torch.equal(encoder.model.state_dict()[k], v) for k, v in state.items())
+
+
+def test_addition_study_refuses_an_unknown_method_before_training(setup):
+    encoder, colours, shades = setup
+    with pytest.raises(PlatonicError, match="unknown merge method 'average'"):
+        addition_study(encoder, [colours, shades], CONFIG, methods=["task_arithmetic", "average"])
 
 
 def test_negation_study_keeps_the_control(setup):

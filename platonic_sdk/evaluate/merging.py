@@ -1,19 +1,21 @@
 """Weight-space merging studies (OrthoReg's protocol): fine-tune per task, merge task vectors, pick the coefficient.
 
 For each OrthoReg strength lambda: tau_t = fine-tune(theta_pre, t; lambda) for every task, then
-theta(c) = theta_pre + c * sum_t tau_t (addition) or theta_pre - c * tau_target (negation), with c
-chosen on a validation part of each train split (never the test split) and reported on test.
+theta(c) = theta_pre + c * merge_m(tau_1..tau_T) for each merging method m (addition; task arithmetic
+is the sum) or theta_pre - c * tau_target (negation), with c chosen per method on a validation part of
+each train split (never the test split) and reported on test.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import attrs
 import numpy as np
 
 from ..errors import PlatonicError
-from ..finetune import FinetuneConfig, TaskVector, finetune
+from ..finetune import FinetuneConfig, TaskVector, finetune, merge
+from ..finetune.weightspace import merge_method
 from ..protocol import DualEncoder
 from ..tasks import Task
 from .selection import DEFAULT_COEFS, Sweep, select_addition, select_negation, task_vector_evaluator
@@ -22,7 +24,7 @@ from .zeroshot import accuracy
 
 @attrs.frozen
 class MergeResult:
-    """One OrthoReg strength: the selected coefficient, its validation sweep and test accuracies."""
+    """One OrthoReg strength and merging method: the selected coefficient, its validation sweep and test accuracies."""
 
     orthoreg: float
     coef: float
@@ -31,6 +33,7 @@ class MergeResult:
     finetuned: dict[str, float]
     merged: dict[str, float]
     mean_cosine: float = float("nan")  # mean pairwise cosine of the merged task vectors (addition)
+    method: str = "task_arithmetic"  # the merging method (finetune.merging); negation negates the one vector
 
     @property
     def normalised(self) -> float:
@@ -63,6 +66,16 @@ def _finetune_all(encoder: DualEncoder, tasks: Sequence[Task], config: FinetuneC
     return vectors, tuned
 
 
+def _methods(methods: Sequence[str] | Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """{method: params} from a list of names (default parameters) or a mapping of names to parameters."""
+    chosen = {str(m): dict(p) for m, p in methods.items()} if isinstance(methods, Mapping) else {str(m): {} for m in methods}
+    if not chosen:
+        raise PlatonicError("the addition study needs at least one merging method")
+    for name in chosen:
+        merge_method(name)  # unknown names fail before any fine-tuning
+    return chosen
+
+
 def addition_study(
     encoder: DualEncoder,
     tasks: Sequence[Task],
@@ -71,8 +84,11 @@ def addition_study(
     coefs: Sequence[float] = DEFAULT_COEFS,
     val_fraction: float = 0.2,
     progress: bool = False,
+    methods: Sequence[str] | Mapping[str, Mapping[str, Any]] = ("task_arithmetic",),
 ) -> list[MergeResult]:
-    """Per lambda: merge every task's vector, select c by mean normalised validation accuracy, report test."""
+    """Per lambda, fine-tune every task once; per merging method, merge the vectors, select c by mean
+    normalised validation accuracy and report test (results ordered by lambda, then method)."""
+    chosen = _methods(methods)
     pairs = [split_validation(t, val_fraction, config.seed) for t in tasks]
     fit, val = [p[0] for p in pairs], [p[1] for p in pairs]
     zero_shot = {t.name: accuracy(encoder, t) for t in tasks}
@@ -80,12 +96,14 @@ def addition_study(
     for lam in lambdas:
         cfg = attrs.evolve(config, orthoreg=attrs.evolve(config.orthoreg, coef=lam))
         vectors, tuned = _finetune_all(encoder, fit, cfg, progress)
-        total = TaskVector.sum(vectors)
         val_tuned = {t.name: accuracy_with(encoder, vec, t) for t, vec in zip(val, vectors)}
-        sweep = select_addition(task_vector_evaluator(encoder, total, val), val_tuned, coefs, progress)
-        merged = task_vector_evaluator(encoder, total, tasks)(sweep.best)
         cosines = [a.cosine(b) for i, a in enumerate(vectors) for b in vectors[i + 1 :]]
-        out.append(MergeResult(lam, sweep.best, sweep, zero_shot, tuned, merged, float(np.mean(cosines)) if cosines else float("nan")))
+        for method, params in chosen.items():
+            merged_vector = merge(vectors, method, **params)
+            sweep = select_addition(task_vector_evaluator(encoder, merged_vector, val), val_tuned, coefs, progress)
+            merged = task_vector_evaluator(encoder, merged_vector, tasks)(sweep.best)
+            cosine = float(np.mean(cosines)) if cosines else float("nan")
+            out.append(MergeResult(lam, sweep.best, sweep, zero_shot, tuned, merged, cosine, method))
     return out
 
 
