@@ -239,7 +239,8 @@ def orthoreg_study(ws: Any, config: DemoConfig, recipe: Mapping[str, Any]) -> di
         "family": family,
         "tasks": [t.name for t in tasks],
         "recipe": dict(recipe),
-        "runs": [{"method": r.method, "orthoreg": r.orthoreg, "coef": r.coef, "mean_cosine": r.mean_cosine, "normalised": r.normalised,
+        "runs": [{"method": r.method, "orthoreg": r.orthoreg, "coef": r.coef, "grid_top": max(r.sweep.coefs),
+                  "mean_cosine": r.mean_cosine, "normalised": r.normalised,
                   "merged_mean": _mean(list(r.merged.values())), "merged": r.merged, "finetuned": r.finetuned,
                   "zero_shot": r.zero_shot} for r in results],
     }
@@ -279,9 +280,10 @@ def orthoreg_tables(report: dict[str, Any]) -> list[str]:
         return []
     methods = list(dict.fromkeys(r["method"] for r in study["runs"]))
     runs = sorted(study["runs"], key=lambda r: methods.index(r["method"]))  # by method, then lambda
-    rows = [[r["method"], r["orthoreg"], r["mean_cosine"], r["coef"], r["merged_mean"], r["normalised"]] for r in runs]
+    rows = [[r["method"], r["orthoreg"], r["mean_cosine"], f"{r['coef']:.2f}" + (" (grid top)" if r["coef"] >= r["grid_top"] else ""),
+             r["merged_mean"], r["normalised"]] for r in runs]
     return [f"### OrthoReg study ({study['family']}, weight-space addition of {', '.join(study['tasks'])}; "
-            "coefficient chosen on validation per method)\n\n"
+            "coefficient chosen on validation per method, the grid grown while the pick is its top)\n\n"
             + _table(rows, ["merging method", "lambda", "mean pairwise cosine", "picked coefficient", "merged accuracy", "normalised accuracy"])]
 
 
@@ -293,7 +295,7 @@ def run_demo(
     `setup` = (workspace, description with "related" and "held_out" task names) replaces the shipped
     zoo (tests and other worlds); by default SETUPS[config.modality] builds it.
     """
-    from tqdm.auto import tqdm
+    from .progress import progress as progress_bar
 
     from .evaluate import studies
     from .evaluate.grid import CellSettings, addition_cells, evaluate_cell, negation_cells
@@ -322,16 +324,16 @@ def run_demo(
     extra_names = list(dict.fromkeys(m.name for m in methods))
 
     def run_cells() -> list[dict[str, Any]]:
-        records = [evaluate_cell(ws, cell, settings) for cell in tqdm(cells, desc="cells", disable=not progress)]
+        records = [evaluate_cell(ws, cell, settings) for cell in progress_bar(cells, desc="cells", disable=not progress)]
         for method in methods:
             chosen = spread([(c, r) for c, r in zip(cells, records) if c.kind in method.kinds], method.max_cells)
-            for cell, record in tqdm(chosen, desc=method.name, disable=not progress):
+            for cell, record in progress_bar(chosen, desc=method.name, disable=not progress):
                 record["results"][method.name] = dict(method.fn(ws, cell, settings))
         return records
 
     def run_same_model() -> list[dict[str, Any]]:
         chosen = spread(addition_cells(ws, groups=("same-model",)), config.weight_space_cells)
-        return [evaluate_cell(ws, cell, settings) for cell in tqdm(chosen, desc="same-model cells", disable=not progress)]
+        return [evaluate_cell(ws, cell, settings) for cell in progress_bar(chosen, desc="same-model cells", disable=not progress)]
 
     sim = stage("similarity", lambda: similarity(ws))
     records = stage("cells", run_cells)

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
+from .progress import progress as progress_bar
 
 from .accel import autocast, batches
 from .linalg import unit_rows
@@ -31,7 +31,7 @@ def site_features(
     s_parts, z_parts = [], []
     total = -(-len(items) // max(batch_size, 1))
     with autocast(encoder.device, amp):
-        for batch in tqdm(batches(encoder, items, batch_size, workers), total=total, disable=not progress, leave=False, desc=f"encode {encoder.family}"):
+        for batch in progress_bar(batches(encoder, items, batch_size, workers), total=total, disable=not progress, leave=False, desc=f"encode {encoder.family}"):
             s, z = site.site_inputs(encoder, batch)
             s_parts.append(s.float().cpu())
             z_parts.append(z.float().cpu())

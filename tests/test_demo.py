@@ -127,8 +127,10 @@ def test_closed_form_cell_matches_a_folded_model(tiny_setup) -> None:
 def test_orthoreg_table_lists_every_method_plain_then_orthoreg() -> None:
     from platonic_sdk.demo import orthoreg_tables
 
-    runs = [{"method": m, "orthoreg": lam, "mean_cosine": 0.1, "coef": 0.5, "merged_mean": 50.0 + i, "normalised": 0.9}
+    runs = [{"method": m, "orthoreg": lam, "mean_cosine": 0.1, "coef": 0.5 + 3.5 * (m == "iso_c"), "grid_top": 4.0,
+             "merged_mean": 50.0 + i, "normalised": 0.9}
             for i, (lam, m) in enumerate((lam, m) for lam in (0.0, 1.0) for m in ("task_arithmetic", "ties", "iso_c"))]
     (table,) = orthoreg_tables({"orthoreg": {"family": "clip", "tasks": ["a", "b"], "runs": runs}})
-    rows = [[c.strip() for c in line.split("|")[1:3]] for line in table.splitlines() if line.startswith("|")][2:]
-    assert rows == [[m, lam] for m in ("task_arithmetic", "ties", "iso_c") for lam in ("0.00", "1.00")]
+    rows = [[c.strip() for c in line.split("|")[1:5]] for line in table.splitlines() if line.startswith("|")][2:]
+    assert [r[:2] for r in rows] == [[m, lam] for m in ("task_arithmetic", "ties", "iso_c") for lam in ("0.00", "1.00")]
+    assert [r[3] for r in rows] == ["0.50"] * 4 + ["4.00 (grid top)"] * 2

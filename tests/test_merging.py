@@ -7,7 +7,7 @@ import torch
 import platonic_sdk as ps
 from platonic_sdk.errors import PlatonicError
 from platonic_sdk.evaluate import accuracy
-from platonic_sdk.evaluate.merging import addition_study, negation_study, split_validation
+from platonic_sdk.evaluate.merging import addition_study, negation_study, select_extending, split_validation
 from platonic_sdk.finetune import FinetuneConfig, merge_methods
 
 CONFIG = FinetuneConfig(lr=1e-2, epochs=2, batch_size=16)
@@ -51,8 +51,11 @@ def test_addition_study_with_and_without_orthoreg(setup):
     for lam in (0.0, 1.0):  # one fine-tune per lambda, shared by every method
         same = [r for r in results if r.orthoreg == lam]
         assert all(r.finetuned == same[0].finetuned and r.mean_cosine == same[0].mean_cosine for r in same)
-    for r in results:
-        assert r.coef in COEFS and r.sweep.best == r.coef
+    for r in results:  # the grid (0, .5, 1) grows by its span while the pick is its top, at most 3 times
+        assert r.coef in r.sweep.coefs and r.sweep.best == r.coef and r.sweep.coefs[:3] == COEFS
+        grown = (len(r.sweep.coefs) - 3) // 2
+        assert r.sweep.coefs == COEFS + tuple(1.0 + 0.5 * i for i in range(1, 2 * grown + 1))
+        assert grown == 3 or r.coef < max(r.sweep.coefs)
         assert r.zero_shot == {t.name: pytest.approx(accuracy(encoder, t)) for t in (colours, shades)}
         assert all(r.finetuned[t] > r.zero_shot[t] for t in r.finetuned)
         assert r.normalised == pytest.approx(np.mean([r.merged[t] / r.finetuned[t] for t in ("colours", "shades")]))
@@ -75,3 +78,17 @@ def test_negation_study_keeps_the_control(setup):
     # coefficient 0 is the unedited model on the validation parts
     assert result.sweep.results[0] == {"colours": pytest.approx(accuracy(encoder, val_target)), "shades": pytest.approx(accuracy(encoder, val_control))}
     assert result.merged["colours"] <= result.zero_shot["colours"]
+
+
+def test_the_grid_grows_only_while_the_pick_is_its_top():
+    calls = []
+
+    def evaluate(coef):  # accuracy peaks at coefficient 2.5
+        calls.append(coef)
+        return {"t": 100.0 - (coef - 2.5) ** 2}
+
+    sweep = select_extending(evaluate, {"t": 100.0}, (0.0, 0.5, 1.0), extend=5, progress=False)
+    assert sweep.best == 2.5 and sweep.coefs == (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
+    assert sorted(calls) == list(sweep.coefs)  # each coefficient evaluated once
+    capped = select_extending(evaluate, {"t": 100.0}, (0.0, 0.5, 1.0), extend=1, progress=False)
+    assert capped.best == 2.0 and capped.coefs == (0.0, 0.5, 1.0, 1.5, 2.0)

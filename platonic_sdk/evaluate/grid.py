@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Sequence
 
 import attrs
-from tqdm.auto import tqdm
+from ..progress import progress as progress_bar
 
 from ..errors import PlatonicError, check_strength
 from .runfolder import append_record, read_records
@@ -184,7 +184,7 @@ def run_cells(
             )
         done[record["key"]] = record
     todo = [c for c in cells if c.key not in done]
-    for cell in tqdm(todo, desc="cells", disable=not progress):
+    for cell in progress_bar(todo, desc="cells", disable=not progress):
         record = append_record(path, evaluate_cell(ws, cell, settings))
         done[cell.key] = record
         if on_record is not None:

@@ -18,7 +18,7 @@ from ..finetune import FinetuneConfig, TaskVector, finetune, merge
 from ..finetune.weightspace import merge_method
 from ..protocol import DualEncoder
 from ..tasks import Task
-from .selection import DEFAULT_COEFS, Sweep, select_addition, select_negation, task_vector_evaluator
+from .selection import DEFAULT_COEFS, Evaluate, Sweep, select_addition, select_negation, task_vector_evaluator
 from .zeroshot import accuracy
 
 
@@ -76,6 +76,28 @@ def _methods(methods: Sequence[str] | Mapping[str, Mapping[str, Any]]) -> dict[s
     return chosen
 
 
+def select_extending(evaluate: Evaluate, finetuned: Mapping[str, float], coefs: Sequence[float], extend: int, progress: bool) -> Sweep:
+    """`select_addition` over `coefs`; while the pick is the grid's largest coefficient, the grid grows
+    by its own span (at most `extend` times), so that a merged vector smaller than the sum (TIES' mean,
+    Iso-C's flattened spectrum) is not capped by a grid made for the sum. Each coefficient runs once."""
+    cache: dict[float, Mapping[str, float]] = {}
+
+    def cached(coef: float) -> Mapping[str, float]:
+        if coef not in cache:
+            cache[coef] = evaluate(coef)
+        return cache[coef]
+
+    grid, low = tuple(float(c) for c in coefs), min(coefs)
+    sweep = select_addition(cached, finetuned, grid, progress)
+    for _ in range(extend):
+        top = max(grid)
+        if sweep.best < top or top <= low:
+            break
+        grid += tuple(round(top + c - low, 10) for c in coefs if c > low)
+        sweep = select_addition(cached, finetuned, grid, progress)
+    return sweep
+
+
 def addition_study(
     encoder: DualEncoder,
     tasks: Sequence[Task],
@@ -85,9 +107,10 @@ def addition_study(
     val_fraction: float = 0.2,
     progress: bool = False,
     methods: Sequence[str] | Mapping[str, Mapping[str, Any]] = ("task_arithmetic",),
+    extend: int = 3,
 ) -> list[MergeResult]:
     """Per lambda, fine-tune every task once; per merging method, merge the vectors, select c by mean
-    normalised validation accuracy and report test (results ordered by lambda, then method)."""
+    normalised validation accuracy (`select_extending`) and report test (ordered by lambda, then method)."""
     chosen = _methods(methods)
     pairs = [split_validation(t, val_fraction, config.seed) for t in tasks]
     fit, val = [p[0] for p in pairs], [p[1] for p in pairs]
@@ -100,7 +123,7 @@ def addition_study(
         cosines = [a.cosine(b) for i, a in enumerate(vectors) for b in vectors[i + 1 :]]
         for method, params in chosen.items():
             merged_vector = merge(vectors, method, **params)
-            sweep = select_addition(task_vector_evaluator(encoder, merged_vector, val), val_tuned, coefs, progress)
+            sweep = select_extending(task_vector_evaluator(encoder, merged_vector, val), val_tuned, coefs, extend, progress)
             merged = task_vector_evaluator(encoder, merged_vector, tasks)(sweep.best)
             cosine = float(np.mean(cosines)) if cosines else float("nan")
             out.append(MergeResult(lam, sweep.best, sweep, zero_shot, tuned, merged, cosine, method))

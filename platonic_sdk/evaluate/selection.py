@@ -14,10 +14,10 @@ from typing import Callable, Mapping, Protocol, Sequence
 
 import attrs
 import numpy as np
-from tqdm.auto import tqdm
 
 from ..errors import PlatonicError
 from ..finetune.weightspace import TaskVector
+from ..progress import progress as progress_bar
 from ..protocol import DualEncoder
 from ..tasks import Task
 from ..transfer.edit import Edit
@@ -77,7 +77,7 @@ def _run(evaluate: Evaluate, coefs: Sequence[float], needed: Sequence[str], prog
     if not coefs:
         raise PlatonicError("a coefficient sweep needs at least one coefficient")
     results = []
-    for c in tqdm(coefs, desc="coefficient sweep", disable=not progress, leave=False):
+    for c in progress_bar(coefs, desc="coefficient sweep", disable=not progress, leave=False):
         result = {k: float(v) for k, v in evaluate(c).items()}
         missing = [k for k in needed if k not in result]
         if missing:

@@ -1,4 +1,4 @@
-"""What source fine-tuning and the LoRA route share: the seeded minibatch loop (tqdm) and recipe checks."""
+"""What source fine-tuning and the LoRA route share: the seeded minibatch loop (with progress) and recipe checks."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator
 import attrs
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
+from ..progress import progress as progress_bar
 
 from ..errors import PlatonicError
 
@@ -55,7 +55,7 @@ def train(
     """Run `steps` optimiser steps on loss_fn(ids) over seeded reshuffles of range(n); returns the losses."""
     order = torch.Generator().manual_seed(seed)
     losses: list[float] = []
-    with tqdm(total=steps, desc=desc, disable=not progress, leave=False) as bar:
+    with progress_bar(total=steps, desc=desc, disable=not progress, leave=False) as bar:
         while len(losses) < steps:
             perm = torch.randperm(n, generator=order)
             for start in range(0, n, batch_size):

@@ -19,7 +19,7 @@ import attrs
 import numpy as np
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
+from ..progress import progress as progress_bar
 
 from ..protocol import DualEncoder
 
@@ -122,7 +122,7 @@ def pretrain(
     captions = list(captions)
     encoder.model.train()
     order, cursor, losses = rng.permutation(len(items)), 0, []
-    bar = tqdm(range(config.steps), desc=f"pretrain {encoder.family}", disable=not progress)
+    bar = progress_bar(range(config.steps), desc=f"pretrain {encoder.family}", disable=not progress)
     for _ in bar:
         if cursor + config.batch_size > len(order):
             order, cursor = rng.permutation(len(items)), 0
