@@ -92,7 +92,11 @@ def build_parser() -> Parser:
     p.set_defaults(func=commands.cmd_families)
 
     p = sub.add_parser("utd", parents=[common, model, task, data], help="compute a task descriptor and save it")
-    p.add_argument("--ft-checkpoint", help="the fine-tuned checkpoint (same family; --checkpoint is the pretrained one)")
+    p.add_argument("--ft-checkpoint", help="the fine-tuned checkpoint (same family; --checkpoint is the pretrained one), "
+                   "or a task-vector file of --checkpoint (what --save-finetune writes; the zoo's fine-tunes)")
+    p.add_argument("--ft-adapter", metavar="DIR", help="a peft LoRA adapter folder trained on --checkpoint (the fine-tuned side)")
+    p.add_argument("--allow-other-base", action="store_true",
+                   help="accept an adapter whose recorded base model has another name (e.g. the hub id of a local copy)")
     p.add_argument("--finetune", action="store_true", help="fine-tune --checkpoint on the task here instead")
     p.add_argument("--mode", choices=("lora", "full"), default="lora", help="fine-tuning mode (lora)")
     p.add_argument("--epochs", type=int, default=3, help="fine-tuning epochs (3)")
@@ -114,7 +118,8 @@ def build_parser() -> Parser:
     p.add_argument("--term", action="append", metavar="NAME=COEF", help="a term with any coefficient")
     p.add_argument("--alpha", type=float, default=0.5, help="strength folded into the model (0.5)")
     p.add_argument("-o", "--output", type=output_file, metavar="FILE", help="where to write the edit (.safetensors)")
-    p.add_argument("--save-model", type=output_dir, metavar="DIR", help="also save the edited checkpoint with the family's save")
+    p.add_argument("--save-model", type=output_dir, metavar="DIR", help="also save the edited checkpoint with the family's save "
+                   "(with --bank: of the bank's target unless --family/--checkpoint say otherwise)")
     p.set_defaults(func=commands.cmd_edit)
 
     p = sub.add_parser("evaluate", parents=[common, model, task, data], help="zero-shot accuracy, optionally with an edit")

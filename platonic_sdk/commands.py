@@ -166,15 +166,21 @@ def cmd_utd(args: argparse.Namespace) -> int:
     specs = _require(args.task, "--task")
     if len(specs) != 1:
         raise PlatonicError(f"utd takes one --task, got {len(specs)}")
+    if [bool(args.ft_checkpoint), bool(args.ft_adapter), bool(args.finetune)].count(True) != 1:
+        raise PlatonicError("give exactly one of --ft-checkpoint (a fine-tuned checkpoint or task-vector file), "
+                            "--ft-adapter (a peft LoRA folder) or --finetune (fine-tune here)")
     task = resolve_task(specs[0], args)
     pre = load_model(_require(args.family, "--family"), args.checkpoint, args)
-    if bool(args.ft_checkpoint) == bool(args.finetune):
-        raise PlatonicError("give exactly one of --ft-checkpoint (a fine-tuned checkpoint) or --finetune (fine-tune here)")
     grid = _grid_of(task, args)
     prov = {"grid_per_class": args.per_class, "grid_seed": args.grid_seed, "grid_stratified": args.stratified,
             **task_record(specs[0], task, args)}
-    if args.ft_checkpoint:
-        ft = load_model(args.family, args.ft_checkpoint, args)
+    if args.ft_adapter:
+        from .transfer.lora import LoraEdit
+
+        ft = LoraEdit.from_pretrained(args.ft_adapter, pre, allow_other_base=args.allow_other_base)
+        prov["ft_adapter"] = args.ft_adapter
+    elif args.ft_checkpoint:
+        ft = _fine_tuned_side(args.ft_checkpoint, pre, args)
         prov["ft_checkpoint"] = args.ft_checkpoint
     else:
         from .finetune import FinetuneConfig, finetune
@@ -189,6 +195,19 @@ def cmd_utd(args: argparse.Namespace) -> int:
     utd.save(_require(args.output, "--output"))
     print(f"wrote {args.output}: UTD of {task.name!r} on {args.family}, shape {utd.shape}, norm {float(utd.matrix.norm()):.4f}, grid {utd.grid_id}")
     return 0
+
+
+def _fine_tuned_side(path: str, pre, args: argparse.Namespace):
+    """--ft-checkpoint: a task-vector file of `pre` (what --save-finetune writes) on a copy of it, else a checkpoint."""
+    from .io import file_kind
+
+    if file_kind(path) == "task_vector":
+        from .finetune import FineTuned
+
+        return FineTuned.load(path, pre).encoder
+    if (Path(path) / "adapter_config.json").is_file():
+        raise PlatonicError(f"{path} is a peft adapter folder; pass it as --ft-adapter")
+    return load_model(pre.family, path, args)
 
 
 def _descriptors(paths: Sequence[str]):
@@ -272,7 +291,8 @@ def cmd_edit(args: argparse.Namespace) -> int:
         edit.save(args.output)
         print(f"wrote {args.output}: {edit!r}")
     if args.save_model:
-        target = target or load_model(_require(args.family, "--family (to save the edited model)"), args.checkpoint, args)
+        if target is None:  # a bank's edit: the bank's target family, and its checkpoint unless --checkpoint is given
+            target = load_model(family, args.checkpoint or edit.meta.get("target_checkpoint"), args)
         with edit.applied_to(target):
             target.save(args.save_model)
         print(f"wrote the edited {target.family} checkpoint to {args.save_model}")

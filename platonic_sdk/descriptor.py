@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numbers
 import os
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import attrs
 import torch
@@ -20,6 +20,20 @@ from .io import load_tensors, save_tensors
 from .linalg import descriptor_cosine, utd
 from .protocol import DualEncoder
 from .tasks import Grid
+
+if TYPE_CHECKING:
+    from peft import PeftModel
+
+    from .transfer.edit import Edit
+
+
+def _as_change(ft: Edit | str | os.PathLike | PeftModel, pre: DualEncoder) -> Edit:
+    """An edit of `pre`: `ft` itself when it applies like an Edit, else a peft LoRA adapter read onto `pre`."""
+    if hasattr(ft, "applied_to"):
+        return ft
+    from .transfer.lora import LoraEdit  # deferred: the transfer layer builds on descriptors (and imports peft)
+
+    return LoraEdit.from_pretrained(ft, pre)
 
 
 def _matrix(value: Tensor) -> Tensor:
@@ -65,13 +79,25 @@ class UTD:
         return cls(utd(f_pre, f_ft, g), grid.identity, grid.task, provenance)
 
     @classmethod
-    def compute(cls, pre: DualEncoder, ft: DualEncoder, grid: Grid, batch_size: int = 64, **provenance: Any) -> "UTD":
-        """Descriptor of `ft` against `pre` (same family; the text tower of `pre` gives the landmarks)."""
-        if pre.family != ft.family or pre.embed_dim != ft.embed_dim:
+    def compute(
+        cls, pre: DualEncoder, ft: DualEncoder | Edit | str | os.PathLike | PeftModel, grid: Grid, batch_size: int = 64,
+        **provenance: Any,
+    ) -> "UTD":
+        """Descriptor of `ft` against `pre` (the text tower of `pre` gives the landmarks).
+
+        `ft` is a fine-tuned encoder of the same family, or a change of `pre` applied while encoding and
+        removed after: an `Edit`, or a peft LoRA adapter trained on `pre` (its folder, or a PeftModel).
+        """
+        if isinstance(ft, DualEncoder) and (pre.family != ft.family or pre.embed_dim != ft.embed_dim):
             raise PlatonicError(f"a UTD compares two states of one model, got {pre.family} and {ft.family}")
+        change = None if isinstance(ft, DualEncoder) else _as_change(ft, pre)  # refused before any encoding
         g = landmarks(pre, grid.prompts)
         f_pre = encode_items(pre, grid.items, batch_size)
-        f_ft = encode_items(ft, grid.items, batch_size)
+        if change is None:
+            f_ft = encode_items(ft, grid.items, batch_size)
+        else:
+            with change.applied_to(pre):
+                f_ft = encode_items(pre, grid.items, batch_size)
         provenance = {"family": pre.family, "checkpoint": pre.checkpoint, **provenance}
         return cls.from_features(f_pre, f_ft, g, grid, **provenance)
 

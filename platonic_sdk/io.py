@@ -47,3 +47,15 @@ def load_tensors(path: str | os.PathLike, kind: str | None = None) -> tuple[dict
     except json.JSONDecodeError as exc:
         raise CheckpointError(f"{path} has corrupt metadata ({exc})") from None
     return tensors, meta, header["kind"]
+
+
+def file_kind(path: str | os.PathLike) -> str | None:
+    """The `kind` of a file that `save_tensors` wrote (read from its header only), else None."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        with safetensors.safe_open(str(path), framework="pt") as fh:
+            header = fh.metadata() or {}
+    except Exception:  # not a safetensors file
+        return None
+    return header.get("kind") if header.get("format") == FORMAT else None

@@ -15,16 +15,18 @@ into the weights as W <- W + strength * (alpha / r) B A on apply and restored bi
 from __future__ import annotations
 
 import copy
+import os
 from typing import Any, Sequence
 
 import attrs
 import torch
+from peft import PeftModel
 from peft.tuners.lora import LoraLayer
 from torch import Tensor, nn
 
 from ..accel import autocast
 from ..descriptor import UTD, Composition
-from ..errors import GridMismatchError, PlatonicError, ShapeError, check_finite, check_strength
+from ..errors import CheckpointError, GridMismatchError, PlatonicError, ShapeError, check_finite, check_strength
 from ..features import encode_items, landmarks
 from ..finetune.lora_layers import ADAPTER, inject_lora
 from ..finetune.loop import non_negative, positive, seeded, total_steps, train
@@ -33,6 +35,7 @@ from ..linalg import relative_ridge
 from ..protocol import DualEncoder
 from ..tasks import Grid
 from .edit import Edit
+from .peft_files import Adapter, adapter_of, read_adapter, write_adapter
 
 
 @attrs.frozen
@@ -140,8 +143,103 @@ class LoraEdit(Edit):
         factors = {n: (tensors[f"{n}.lora_A"], tensors[f"{n}.lora_B"]) for n in names}
         return cls(factors, meta["rank"], meta["lora_alpha"], meta.get("strength", 1.0), meta.get("info"), meta.get("losses", ()))
 
+    def save_pretrained(self, folder: str | os.PathLike, encoder: DualEncoder | None = None) -> None:
+        """Write a peft LoRA folder for the native model: `PeftModel.from_pretrained(native_model, folder)` then
+        computes this edit (full module names: the media tower's path in the model + the factor's name;
+        lora_alpha = strength * alpha, so peft's (lora_alpha / r) B A is the delta that `apply` folds in).
+
+        `encoder` gives the tower's path and the base checkpoint; without it, the encoder the edit was fitted
+        on (recorded by `fit_lora`). For open_clip families, whose native attention is a fused in_proj, the
+        portable form is the edited checkpoint instead (the SDK splits q/k/v to adapt them).
+        """
+        if encoder is not None:
+            self._weights(encoder)  # the factors fit this encoder
+            prefix, family, checkpoint = media_prefix(encoder), encoder.family, encoder.checkpoint
+        elif "media_prefix" in self.meta:
+            prefix, family, checkpoint = self.meta["media_prefix"], self.meta.get("target_family"), self.meta.get("target_checkpoint")
+        else:
+            raise PlatonicError("this LoRA edit does not record the encoder it was fitted on; pass encoder= to save_pretrained")
+        record = {"kind": self.kind, "family": family, "media_prefix": prefix, **self.metadata()}
+        factors = {_full_name(prefix, n): f for n, f in self.factors.items()}
+        write_adapter(folder, Adapter(factors, self.rank, self.strength * self.lora_alpha, checkpoint, record))
+
+    @classmethod
+    def from_pretrained(
+        cls, source: str | os.PathLike | PeftModel, encoder: DualEncoder | None = None, *, allow_other_base: bool = False
+    ) -> "LoraEdit":
+        """A LoRA edit from a peft adapter (a folder written here or by peft, or a live PeftModel) on `encoder`.
+
+        Refused, with nothing changed: an adapter for another family or base checkpoint (`allow_other_base`
+        accepts a base recorded under another name, e.g. a hub id whose local copy `encoder` was loaded
+        from), or one that adapts modules outside the media tower or absent from it, or of other shapes.
+        `encoder` may be left out for folders that `save_pretrained` wrote (they record the tower's path).
+        """
+        adapter = adapter_of(source) if isinstance(source, PeftModel) else read_adapter(source)
+        where = type(source).__name__ if isinstance(source, PeftModel) else str(source)
+        record = adapter.record
+        if encoder is not None:
+            _check_base(adapter, encoder, where, allow_other_base)
+            prefix = media_prefix(encoder)
+        elif "media_prefix" in record:
+            prefix = record["media_prefix"]
+        else:
+            raise PlatonicError(f"{where}: pass the encoder the adapter was trained on (encoder=), to find its media tower")
+        outside = [n for n in adapter.factors if not _within(prefix, n)]
+        if outside:
+            raise PlatonicError(
+                f"{where} adapts {len(outside)} module(s) outside the media tower {prefix!r} (e.g. {outside[:2]}); "
+                "a LoRA edit changes the media tower only"
+            )
+        factors = {n[len(prefix) + 1 :] if prefix else n: f for n, f in adapter.factors.items()}
+        alpha, strength = adapter.lora_alpha, 1.0
+        if "strength" in record and record["strength"] * record["lora_alpha"] == alpha:  # written by save_pretrained
+            alpha, strength = record["lora_alpha"], record["strength"]
+        meta = record.get("info") or {
+            "target_family": encoder.family if encoder else None,
+            "target_checkpoint": encoder.checkpoint if encoder else adapter.base_model,
+            "source": "peft adapter", "adapter": where,
+        }
+        edit = cls(factors, adapter.rank, alpha, strength, {**meta, "media_prefix": prefix}, record.get("losses", ()))
+        if encoder is not None:
+            edit._weights(encoder)  # every module exists in the media tower with the factors' shape
+        return edit
+
     def __repr__(self) -> str:
         return f"LoraEdit({len(self.factors)} modules, rank={self.rank}, strength={self.strength}, applied={self.applied})"
+
+
+def media_prefix(encoder: DualEncoder) -> str:
+    """The media tower's module path inside `encoder.model` ("" when the tower is the whole model)."""
+    for name, module in encoder.model.named_modules():
+        if module is encoder.media_encoder:
+            return name
+    raise PlatonicError(f"{encoder.family}: the media tower is not a submodule of the model")
+
+
+def _full_name(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _within(prefix: str, name: str) -> bool:
+    return not prefix or name.startswith(prefix + ".")
+
+
+def _same_checkpoint(a: str, b: str) -> bool:
+    """One name, or two paths of one folder."""
+    return a == b or (os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b))
+
+
+def _check_base(adapter: Adapter, encoder: DualEncoder, where: str, allow_other_base: bool) -> None:
+    """Refuse an adapter recorded for another family, or (unless allowed) another base checkpoint."""
+    family = adapter.record.get("family")
+    if family is not None and family != encoder.family:
+        raise PlatonicError(f"{where} is an adapter of a {family!r} model, not of {encoder.family!r}")
+    base, own = adapter.base_model, encoder.checkpoint
+    if base and own and not allow_other_base and not _same_checkpoint(base, own):
+        raise CheckpointError(
+            f"{where} is an adapter of {base!r}, but the encoder was loaded from {own!r}; if that is a copy of "
+            "the same weights, pass allow_other_base=True (CLI: --allow-other-base)"
+        )
 
 
 @attrs.frozen(eq=False)
@@ -220,6 +318,7 @@ def fit_lora(
     meta = {
         "target_family": target.family,
         "target_checkpoint": target.checkpoint,
+        "media_prefix": media_prefix(target),
         "terms": [{"task": t.utd.task, "grid_id": t.utd.grid_id, "coef": t.coef, "provenance": t.utd.provenance} for t in composition],
         "steps": steps,
         **config.describe(),
