@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,7 @@ from platonic_sdk.descriptor import UTD
 from platonic_sdk.errors import CheckpointError, PlatonicError, ShapeError
 from platonic_sdk.finetune import FineTuned
 from platonic_sdk.transfer import Edit
-from platonic_sdk.transfer.lora import LoraEdit, LoraRouteConfig, fit_lora
+from platonic_sdk.transfer.lora import LoraEdit, LoraRouteConfig, fit_lora, media_prefix
 from platonic_sdk.worlds.image import ImageWorld
 
 # the transformers-backed families (open_clip's native attention is a fused in_proj: no peft folder there)
@@ -128,7 +129,8 @@ def test_a_fitted_edit_round_trips_through_peft_and_back(clip, tmp_path):
 def _peft_folder(encoder, folder: Path, native=None, **config) -> PeftModel:
     """A LoRA adapter trained "elsewhere": made and saved by peft itself on the native model (random B);
     peft records the folder the native model was loaded from as the base model."""
-    defaults = dict(r=2, lora_alpha=3.0, target_modules=r".*vision_model.*\.(q_proj|v_proj)", init_lora_weights=False)
+    targets = rf"{media_prefix(encoder)}\..*\.({'|'.join(map(re.escape, encoder.lora_targets))})"  # media tower q, v
+    defaults = dict(r=2, lora_alpha=3.0, target_modules=targets, init_lora_weights=False)
     native = _native(encoder, folder / "native") if native is None else native
     model = get_peft_model(native, LoraConfig(**{**defaults, **config}))
     torch.manual_seed(3)
@@ -140,17 +142,27 @@ def _peft_folder(encoder, folder: Path, native=None, **config) -> PeftModel:
     return model.eval()
 
 
-@pytest.mark.parametrize("config", [{}, {"use_rslora": True, "rank_pattern": {"layers.0.self_attn.q_proj": 3},
-                                         "alpha_pattern": {"v_proj": 5.0}}])
-def test_a_folder_written_by_peft_is_the_same_edit(clip, tmp_path, config):
-    """Per-module ranks and alphas and rsLoRA scales are folded into B: the SDK's edit is peft's model."""
-    peft_model = _peft_folder(clip, tmp_path, **config)
-    batch = clip.preprocess(_items(clip))
+@pytest.mark.parametrize("family, config", [
+    ("clip", {}),
+    ("clip", {"use_rslora": True, "rank_pattern": {"layers.0.self_attn.q_proj": 3}, "alpha_pattern": {"v_proj": 5.0}}),
+    ("siglip", {}),
+    ("clap-htsat-unfused", {}),
+])
+def test_a_folder_written_by_peft_is_the_same_edit(family, config, tmp_path):
+    """From a folder or a live PeftModel, the SDK's edit is peft's model (1e-5); per-module ranks and alphas
+    and rsLoRA scales are folded into B."""
+    torch.manual_seed(0)
+    encoder = ps.from_config(family)
+    peft_model = _peft_folder(encoder, tmp_path, **config)
+    batch = encoder.preprocess(_items(encoder))
+    native = _native_embeddings(peft_model, encoder, batch)
+    with torch.no_grad():
+        assert float((encoder.encode_media(batch) - native).abs().max()) > 0.05  # the adapter moves embeddings
     for source in (tmp_path / "adapter", peft_model):
-        edit = LoraEdit.from_pretrained(source, clip)
-        with torch.no_grad(), edit.applied_to(clip):
-            edited = clip.encode_media(batch)
-        assert float((edited - _native_embeddings(peft_model, clip, batch)).abs().max()) < 1e-5
+        edit = LoraEdit.from_pretrained(source, encoder)
+        with torch.no_grad(), edit.applied_to(encoder):
+            edited = encoder.encode_media(batch)
+        assert float((edited - native).abs().max()) < 1e-5
 
 
 def test_utd_compute_takes_an_adapter_as_the_fine_tuned_side(clip, tmp_path):
