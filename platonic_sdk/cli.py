@@ -13,7 +13,10 @@ import sys
 from typing import Sequence
 
 from . import commands
-from .cli_values import config_tables, config_value, device, output_dir, output_file, positive_int
+from .cli_values import (
+    config_tables, config_value, count, device, finite_float, fraction, non_negative_float, output_dir, output_file,
+    positive_float, positive_int,
+)
 from .errors import PlatonicError
 
 
@@ -44,11 +47,11 @@ def _data() -> Parser:
     g = p.add_argument_group("tasks and grids")
     g.add_argument("--data-root", metavar="DIR", help="base folder of images:/audio:/csv: task paths")
     g.add_argument("--template", action="append", metavar="T", help="prompt template with {} (repeatable; folder tasks)")
-    g.add_argument("--test-fraction", type=float, default=0.2, help="test share of folder tasks without a split (0.2)")
+    g.add_argument("--test-fraction", type=fraction, default=0.2, help="test share of folder tasks without a split (0.2)")
     g.add_argument("--world-seed", type=int, default=0, help="seed of the synthetic worlds (0)")
-    g.add_argument("--train-per-class", type=int, default=64, help="synthetic-world train items per class (64)")
-    g.add_argument("--test-per-class", type=int, default=40, help="synthetic-world test items per class (40)")
-    g.add_argument("--per-class", type=int, default=30, help="probes per class in a task grid (30)")
+    g.add_argument("--train-per-class", type=positive_int, default=64, help="synthetic-world train items per class (64)")
+    g.add_argument("--test-per-class", type=positive_int, default=40, help="synthetic-world test items per class (40)")
+    g.add_argument("--per-class", type=positive_int, default=30, help="probes per class in a task grid (30)")
     g.add_argument("--grid-seed", type=int, default=0, help="seed of the probe draw (0)")
     g.add_argument("--stratified", action="store_true", help="draw probes per class instead of uniformly")
     return p
@@ -74,8 +77,8 @@ def _model(required_help: str = "") -> Parser:
 def _ridge(default_b: float | None = 1e-6, note: str = "1e-6") -> Parser:
     p = Parser(add_help=False)
     g = p.add_argument_group("closed form")
-    g.add_argument("--ridge-a", type=float, default=1e-2, help="probe-side ridge, relative to mean sigma(F)^2 (1e-2)")
-    g.add_argument("--ridge-b", type=float, default=default_b, help=f"landmark-side ridge, relative to mean sigma(G)^2 ({note})")
+    g.add_argument("--ridge-a", type=non_negative_float, default=1e-2, help="probe-side ridge, relative to mean sigma(F)^2 (1e-2)")
+    g.add_argument("--ridge-b", type=non_negative_float, default=default_b, help=f"landmark-side ridge, relative to mean sigma(G)^2 ({note})")
     return p
 
 
@@ -99,9 +102,9 @@ def build_parser() -> Parser:
                    help="accept an adapter whose recorded base model has another name (e.g. the hub id of a local copy)")
     p.add_argument("--finetune", action="store_true", help="fine-tune --checkpoint on the task here instead")
     p.add_argument("--mode", choices=("lora", "full"), default="lora", help="fine-tuning mode (lora)")
-    p.add_argument("--epochs", type=int, default=3, help="fine-tuning epochs (3)")
-    p.add_argument("--lr", type=float, default=1e-4, help="fine-tuning learning rate (1e-4)")
-    p.add_argument("--max-steps", type=int, help="cap on fine-tuning steps")
+    p.add_argument("--epochs", type=positive_int, default=3, help="fine-tuning epochs (3)")
+    p.add_argument("--lr", type=positive_float, default=1e-4, help="fine-tuning learning rate (1e-4)")
+    p.add_argument("--max-steps", type=positive_int, help="cap on fine-tuning steps")
     p.add_argument("--save-finetune", type=output_file, metavar="FILE", help="also save the fine-tune's task vector")
     p.add_argument("-o", "--output", type=output_file, metavar="FILE", help="where to write the UTD (.safetensors)")
     p.set_defaults(func=commands.cmd_utd)
@@ -116,7 +119,7 @@ def build_parser() -> Parser:
     p.add_argument("--add", action="append", metavar="NAME", help="add a task: UTD file, or bank entry with --bank")
     p.add_argument("--negate", action="append", metavar="NAME", help="remove a task (coefficient -1)")
     p.add_argument("--term", action="append", metavar="NAME=COEF", help="a term with any coefficient")
-    p.add_argument("--alpha", type=float, default=0.5, help="strength folded into the model (0.5)")
+    p.add_argument("--alpha", type=finite_float, default=0.5, help="strength folded into the model (0.5)")
     p.add_argument("-o", "--output", type=output_file, metavar="FILE", help="where to write the edit (.safetensors)")
     p.add_argument("--save-model", type=output_dir, metavar="DIR", help="also save the edited checkpoint with the family's save "
                    "(with --bank: of the bank's target unless --family/--checkpoint say otherwise)")
@@ -137,23 +140,23 @@ def build_parser() -> Parser:
     p.add_argument("--kinds", nargs="+", choices=("addition", "negation"), default=["addition", "negation"])
     p.add_argument("--groups", nargs="+", choices=("cross-family", "same-architecture", "same-model"), default=["cross-family"])
     p.add_argument("--pairing", choices=("auto", "distinct", "any"), default="auto", help="source families of the two tasks")
-    p.add_argument("--alpha", type=float, default=0.5, help="addition strength (0.5)")
-    p.add_argument("--strength", type=float, default=1.0, help="negation strength (1.0)")
-    p.add_argument("--weight-space-coef", type=float, default=0.5, help="task-arithmetic coefficient (0.5)")
-    p.add_argument("--sweep-alphas", nargs="+", type=float, default=[0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0])
-    p.add_argument("--sweep-cells", type=int, default=200, help="cells per kind in the strength sweep, evenly spaced (200; 0: all)")
+    p.add_argument("--alpha", type=finite_float, default=0.5, help="addition strength (0.5)")
+    p.add_argument("--strength", type=finite_float, default=1.0, help="negation strength (1.0)")
+    p.add_argument("--weight-space-coef", type=finite_float, default=0.5, help="task-arithmetic coefficient (0.5)")
+    p.add_argument("--sweep-alphas", nargs="+", type=finite_float, default=[0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0])
+    p.add_argument("--sweep-cells", type=count, default=200, help="cells per kind in the strength sweep, evenly spaced (200; 0: all)")
     p.add_argument("--held-out", nargs="+", metavar="TASK", help="related tasks then the held-out task (worlds: their trio)")
     p.add_argument("--no-similarity", action="store_true", help="skip the descriptor similarity study")
-    p.add_argument("--similarity-probes", type=int, default=64, help="probes per task in the similarity union grid (64; 0: all)")
-    p.add_argument("--max-cells", type=int, help="at most this many cells per kind")
+    p.add_argument("--similarity-probes", type=count, default=64, help="probes per task in the similarity union grid (64; 0: all)")
+    p.add_argument("--max-cells", type=positive_int, help="at most this many cells per kind")
     # one thread: the grid is thousands of small products, which extra threads only slow down (5x here)
     p.set_defaults(func=commands.cmd_grid, models=None, finetuned=None, threads=1)
 
     p = sub.add_parser("demo", parents=[common], help="the offline demo on the synthetic world")
     p.add_argument("--out", type=output_dir, default="out/demo", help="output folder (out/demo)")
-    p.add_argument("--lora-cells", type=int, default=8, help="addition and negation cells that also run the LoRA route (8; 0: none)")
-    p.add_argument("--weight-space-cells", type=int, default=6, help="same-model cells with weight-space arithmetic (6; 0: none)")
-    p.add_argument("--orthoreg-tasks", type=int, default=0, help="run the OrthoReg study on this many tasks (0: off; ~2 min for 3)")
+    p.add_argument("--lora-cells", type=count, default=8, help="addition and negation cells that also run the LoRA route (8; 0: none)")
+    p.add_argument("--weight-space-cells", type=count, default=6, help="same-model cells with weight-space arithmetic (6; 0: none)")
+    p.add_argument("--orthoreg-tasks", type=count, default=0, help="run the OrthoReg study on this many tasks (0: off; ~2 min for 3)")
     p.add_argument("--modality", choices=("image", "audio"), default="image", help="which world and zoo (image)")
     p.set_defaults(func=commands.cmd_demo)
     return parser
@@ -181,6 +184,8 @@ def apply_config(parser: Parser, argv: Sequence[str], args: argparse.Namespace) 
             data = tomllib.load(fh)
     except FileNotFoundError:
         raise PlatonicError(f"config file {args.config} does not exist") from None
+    except OSError as exc:
+        raise PlatonicError(f"cannot read config file {args.config}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise PlatonicError(f"config file {args.config} is not valid TOML: {exc}") from None
     tables = {k for k, v in data.items() if isinstance(v, dict)}  # [utd], [grid], ... (one per subcommand)

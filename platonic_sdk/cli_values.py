@@ -7,6 +7,7 @@ also have the TOML type the option takes: a string, a number, a bool (flags) or 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from typing import Any
 
@@ -37,15 +38,45 @@ def count_of(n: int, kind: str) -> str:
     return f"{n} {kind} device" + ("" if n == 1 else "s")
 
 
+def _number(value: str, convert: type, ok, what: str) -> Any:
+    """`value` as an int or float that is finite and passes `ok`; else an argparse type error saying `what`."""
+    try:
+        number = convert(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid {convert.__name__} value: {value!r}") from None
+    if not math.isfinite(number) or not ok(number):
+        raise argparse.ArgumentTypeError(f"must be {what}, got {value}")
+    return number
+
+
 def positive_int(value: str) -> int:
     """An integer >= 1."""
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {number}")
-    return number
+    return _number(value, int, lambda n: n >= 1, "a positive integer")
+
+
+def count(value: str) -> int:
+    """An integer >= 0."""
+    return _number(value, int, lambda n: n >= 0, "a whole number (0 or more)")
+
+
+def finite_float(value: str) -> float:
+    """A real number, not NaN or infinite."""
+    return _number(value, float, lambda x: True, "a finite number")
+
+
+def positive_float(value: str) -> float:
+    """A finite number > 0."""
+    return _number(value, float, lambda x: x > 0, "a positive finite number")
+
+
+def non_negative_float(value: str) -> float:
+    """A finite number >= 0."""
+    return _number(value, float, lambda x: x >= 0, "a finite number >= 0")
+
+
+def fraction(value: str) -> float:
+    """A number strictly between 0 and 1."""
+    return _number(value, float, lambda x: 0 < x < 1, "a number between 0 and 1 (exclusive)")
 
 
 def output_file(value: str) -> str:
@@ -63,7 +94,8 @@ def output_dir(value: str) -> str:
 
 
 # option types that take a TOML number; every other option takes a string
-NUMBERS = {int: "an integer", float: "a number", positive_int: "a positive integer"}
+NUMBERS = {int: "an integer", float: "a number", positive_int: "a positive integer", count: "a whole number",
+           finite_float: "a number", positive_float: "a positive number", non_negative_float: "a number", fraction: "a fraction"}
 
 
 def _toml_kind(value: Any) -> str:

@@ -83,9 +83,25 @@ def test_plugins_that_fail_to_import(work, capsys):
     refused(capsys, work, "does not exist", "families", "--plugin", "missing.py")
 
 
-def test_numbers_that_must_be_positive(work, capsys):
-    refused(capsys, work, "argument --threads: must be a positive integer, got -1", "families", "--threads", "-1")
-    refused(capsys, work, "argument --batch-size: must be a positive integer, got 0", *UTD_ARGS, "--batch-size", "0", "-o", "x.safetensors")
+@pytest.mark.parametrize("option, value, words", [
+    ("--threads", "-1", "argument --threads: must be a positive integer, got -1"),
+    ("--batch-size", "0", "argument --batch-size: must be a positive integer, got 0"),
+    ("--per-class", "0", "must be a positive integer"),
+    ("--test-fraction", "3", "must be a number between 0 and 1"),
+    ("--lr", "inf", "must be a positive finite number"),
+    ("--epochs", "2.5", "invalid int value: '2.5'"),
+])
+def test_numbers_out_of_range(work, capsys, option, value, words):
+    refused(capsys, work, words, *UTD_ARGS, option, value, "-o", "x.safetensors")
+
+
+def test_strengths_ridges_and_counts_out_of_range(work, capsys):
+    refused(capsys, work, "argument --sweep-alphas: must be a finite number, got nan", "grid", "--out", "run", "--sweep-alphas", "0", "nan")
+    refused(capsys, work, "argument --alpha: must be a finite number", "grid", "--out", "run", "--alpha", "inf")
+    refused(capsys, work, "argument --ridge-a: must be a finite number >= 0, got -1", "bank", "--descriptor", "a.safetensors", "--ridge-a", "-1")
+    refused(capsys, work, "argument --ridge-b: must be a finite number >= 0, got nan", "grid", "--out", "run", "--ridge-b", "nan")
+    refused(capsys, work, "argument --lora-cells: must be a whole number (0 or more), got -3", "demo", "--out", "run", "--lora-cells", "-3")
+    refused(capsys, work, "argument --alpha: must be a finite number", "edit", "--bank", "b.safetensors", "--add", "a", "--alpha", "nan", "-o", "e.safetensors")
 
 
 def test_output_paths_of_the_wrong_kind(work, capsys):
@@ -143,6 +159,10 @@ def test_config_values_pass_the_command_line_checks(work, capsys, text):
     finally:
         (work / "run.toml").unlink()
     assert "config file run.toml:" in line and not (work / "run").exists()
+
+
+def test_a_config_path_that_is_a_folder(work, capsys):
+    refused(capsys, work, "cannot read config file adir: Is a directory", "families", "--config", "adir")
 
 
 def test_config_values_that_pass_are_converted_like_the_command_line(work):
