@@ -84,18 +84,22 @@ class Task:
 
 
 def item_fingerprint(item: Any) -> str:
-    """sha256 of one item's content: its own `fingerprint()`, else the bytes of its file (a path, or an item
-    with a `.path`), else its fields (attrs value objects such as Waveform), else its decoded array."""
+    """sha256 of one item's content, never decoding a reference: its own `fingerprint()`, else its stored
+    bytes (`content()` of an item reference, or the file of a path or of an item with a `.path`), else its
+    fields (attrs value objects such as Waveform), else its decoded array."""
     own = getattr(item, "fingerprint", None)
     if callable(own):
         return str(own())
     path = item if isinstance(item, (str, os.PathLike)) else getattr(item, "path", None)
-    if isinstance(path, (str, os.PathLike)):
+    stored = getattr(item, "content", None)
+    if callable(stored) or isinstance(path, (str, os.PathLike)):
         try:
+            if callable(stored):
+                return hashlib.sha256(stored()).hexdigest()
             with open(path, "rb") as fh:
                 return hashlib.file_digest(fh, "sha256").hexdigest()
         except OSError as exc:
-            raise PlatonicError(f"cannot read item {str(path)!r}: {exc.strerror or exc}") from None
+            raise PlatonicError(f"cannot read item {str(path if path is not None else item)!r}: {exc.strerror or exc}") from None
     digest = hashlib.sha256(type(item).__name__.encode())
     if attrs.has(type(item)):
         for field in attrs.fields(type(item)):
@@ -167,9 +171,11 @@ class Grid:
 
     @functools.cached_property
     def content(self) -> str:
-        """sha256 over the probe items' fingerprints (see `item_fingerprint`), in probe order; hashed once per grid."""
+        """sha256 over the probe items' fingerprints (see `item_fingerprint`), in probe order; hashed once per grid.
+
+        A sequence of item references (with `.refs`, e.g. `items.Items`) is hashed by reference, undecoded."""
         digest = hashlib.sha256()
-        for item in self.items:
+        for item in getattr(self.items, "refs", self.items):
             digest.update(item_fingerprint(item).encode())
         return digest.hexdigest()
 

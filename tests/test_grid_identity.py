@@ -57,16 +57,55 @@ def test_identity_of_path_items_is_their_file_bytes(tmp_path):
     as_str = _grid([str(p) for p in paths])
     assert as_str.identity == _grid(paths).identity  # str or Path: the same bytes
 
-    class Ref:  # a lazily decoded item that knows its file
+    class Located:  # an item that knows its file
         def __init__(self, path):
             self.path = path
 
-    assert _grid([Ref(p) for p in paths]).identity == as_str.identity
+    assert _grid([Located(p) for p in paths]).identity == as_str.identity
     assert as_str.content == hashlib.sha256("".join(hashlib.sha256(p.read_bytes()).hexdigest() for p in paths).encode()).hexdigest()
     _images(shift=1)[1].save(paths[1])  # the same file name, other pixels
     assert _grid([str(p) for p in paths]).identity != as_str.identity
     with pytest.raises(PlatonicError, match="cannot read item .*missing.png"):
         _grid([str(tmp_path / "missing.png"), *map(str, paths[1:])]).identity
+
+
+class Ref:
+    """An item reference as a streamed split holds it: a path, the stored bytes, and a decode that counts."""
+
+    loads = 0
+
+    def __init__(self, path, stored=None):
+        self.path, self.stored = str(path), stored
+
+    def content(self) -> bytes:
+        return self.stored if self.stored is not None else Path(self.path).read_bytes()
+
+    def load(self):
+        Ref.loads += 1
+        return Image.open(self.path)
+
+
+class Refs(list):
+    """A sequence of references whose indexing would decode (like `items.Items`): `refs` holds them undecoded."""
+
+    @property
+    def refs(self) -> list:
+        return list(super().__iter__())
+
+    def __iter__(self):
+        return (r.load() for r in self.refs)
+
+
+def test_references_are_hashed_by_their_stored_bytes_without_decoding(tmp_path):
+    for i, image in enumerate(_images()):
+        image.save(tmp_path / f"{i}.png")
+    files = [tmp_path / f"{i}.png" for i in range(4)]
+    refs = _grid(Refs(Ref(p) for p in files))
+    assert refs.identity == _grid([str(p) for p in files]).identity and Ref.loads == 0  # same bytes, nothing decoded
+    rows = [Ref(f"dataset://rows/{i}", stored=f.read_bytes()) for i, f in enumerate(files)]  # no file on disk: content()
+    assert _grid(rows).identity == refs.identity
+    rows[3].stored += b"\0"
+    assert _grid(rows).identity != refs.identity
 
 
 def test_items_can_name_their_own_fingerprint_and_odd_items_are_refused():
