@@ -7,17 +7,20 @@ adapter's own `preprocess`, and a compiled media tower is checked against the ea
 from __future__ import annotations
 
 import contextlib
+import os
 import warnings
 from collections.abc import Mapping
-from typing import Any, Callable, ContextManager, Iterator, Sequence
+from typing import Any, Callable, ContextManager, Iterable, Iterator, Sequence
 
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 
+from .errors import PlatonicError
+from .items import Items
 from .protocol import DualEncoder
 
-__all__ = ["autocast", "batches", "compiled_media"]
+__all__ = ["autocast", "batches", "compiled_media", "default_workers", "device_batch_size"]
 
 
 def autocast(device: torch.device | str, enabled: bool = True) -> ContextManager:
@@ -40,14 +43,37 @@ class _OnHost:
         return getattr(self._encoder, name)
 
 
-class _HostCollate:
-    """DataLoader collate for worker processes: the adapter's `preprocess`, placed in host memory."""
+class _Failed:
+    """A PlatonicError met while making a batch (in a worker, or here), carried back to be raised as it was."""
 
-    def __init__(self, encoder: DualEncoder):
-        self.encoder = encoder
+    def __init__(self, error: PlatonicError):
+        self.error = error
 
-    def __call__(self, items: list[Any]) -> Any:
-        return type(self.encoder).preprocess(_OnHost(self.encoder), items)
+
+def _unbatched(batch: Any) -> Any:
+    return batch
+
+
+class _Batches(Dataset):
+    """Batch b of `items`: references loaded, then preprocessed by the adapter; a PlatonicError comes back as `_Failed`.
+
+    `on_host` (in a worker): the batch is built in host memory; else on the encoder's device.
+    """
+
+    def __init__(self, encoder: DualEncoder, items: Sequence[Any], batch_size: int, on_host: bool):
+        self.encoder, self.items, self.batch_size, self.on_host = encoder, items, batch_size, on_host
+
+    def __len__(self) -> int:
+        return -(-len(self.items) // self.batch_size)
+
+    def __getitem__(self, b: int) -> Any:
+        try:
+            chunk = [self.items[i] for i in range(b * self.batch_size, min((b + 1) * self.batch_size, len(self.items)))]
+            if self.on_host:
+                return type(self.encoder).preprocess(_OnHost(self.encoder), chunk)
+            return self.encoder.preprocess(chunk)
+        except PlatonicError as exc:
+            return _Failed(exc)
 
 
 def _to_device(batch: Any, device: torch.device) -> Any:
@@ -61,29 +87,58 @@ def _to_device(batch: Any, device: torch.device) -> Any:
     return batch
 
 
-def batches(encoder: DualEncoder, items: Sequence[Any], batch_size: int = 64, workers: int = 0) -> Iterator[Any]:
-    """Model batches of `items` in order, each on the encoder's device.
+def default_workers(items: Sequence[Any], batch_size: int) -> int:
+    """Decoding workers for `items`: none for in-memory items or a single batch, else one per spare core (<= 8)."""
+    if not isinstance(items, Items) or len(items) <= batch_size:
+        return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(8, cores - 1, -(-len(items) // batch_size)))
 
-    workers = 0: the adapter preprocesses in this process (on its device, as `preprocess` does).
-    workers > 0: DataLoader worker processes preprocess in host memory (pinned on CUDA) while the
-    model runs; batches are then copied to the device without blocking.
+
+CPU_BATCH = 64
+MAX_BATCH = 1024
+
+
+@torch.inference_mode()
+def device_batch_size(encoder: DualEncoder, items: Sequence[Any], memory_share: float = 0.5) -> int:
+    """A batch size for the encoder's device: 64 off CUDA; on CUDA, a power of two whose forward pass
+    fits in `memory_share` of the free memory, from the peak memory of a probe batch of 8 (<= 1024)."""
+    device = encoder.device
+    if device.type != "cuda" or not len(items):
+        return CPU_BATCH
+    probe = [items[i] for i in range(min(8, len(items)))]
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    encoder.last_affine().site_inputs(encoder, encoder.preprocess(probe))
+    torch.cuda.synchronize(device)
+    per_item = max(torch.cuda.max_memory_allocated(device) - before, 1) / len(probe)
+    free, _ = torch.cuda.mem_get_info(device)
+    fits = int(memory_share * free / per_item)
+    return max(len(probe), min(MAX_BATCH, 1 << max(fits, 1).bit_length() - 1))
+
+
+def batches(encoder: DualEncoder, items: Sequence[Any], batch_size: int = CPU_BATCH, workers: int | None = None) -> Iterator[Any]:
+    """Model batches of `items` in order, each on the encoder's device; references are decoded here.
+
+    workers = 0: this process decodes and the adapter preprocesses (on its device, as `preprocess` does).
+    workers > 0: DataLoader worker processes decode and preprocess in host memory (pinned on CUDA)
+    while the model runs; batches are then copied to the device without blocking. None: see
+    `default_workers` (workers only for `Items` references spanning more than one batch).
+    An unreadable item raises PlatonicError naming it, in either case.
     """
+    workers = default_workers(items, batch_size) if workers is None else workers
     if batch_size < 1 or workers < 0:
         raise ValueError(f"batch_size must be positive and workers non-negative, got {batch_size} and {workers}")
-    if workers == 0:
-        for start in range(0, len(items), batch_size):
-            yield encoder.preprocess([items[i] for i in range(start, min(start + batch_size, len(items)))])
-        return
     device = encoder.device
-    loader = DataLoader(
-        items,  # type: ignore[arg-type]  (any sequence is a map-style dataset)
-        batch_size=batch_size,
-        collate_fn=_HostCollate(encoder),
-        num_workers=workers,
-        pin_memory=device.type == "cuda",
-    )
-    for batch in loader:
-        yield _to_device(batch, device)
+    made = _Batches(encoder, items, batch_size, on_host=workers > 0)
+    source: Iterable[Any] = (made[b] for b in range(len(made)))
+    if workers:
+        source = DataLoader(made, batch_size=None, collate_fn=_unbatched, num_workers=workers, pin_memory=device.type == "cuda")
+    for batch in source:
+        if isinstance(batch, _Failed):
+            raise batch.error
+        yield _to_device(batch, device) if workers else batch
 
 
 @contextlib.contextmanager

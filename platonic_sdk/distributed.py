@@ -16,6 +16,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from .features import site_features
+from .items import take
 from .errors import PlatonicError
 from .protocol import DualEncoder
 
@@ -85,7 +86,7 @@ def extract_sharded(
     encoder: DualEncoder,
     items: Sequence[Any],
     batch_size: int = 64,
-    workers: int = 0,
+    workers: int | None = None,
     amp: bool = False,
     dst: int | None = None,
 ) -> tuple[Tensor, Tensor] | None:
@@ -97,7 +98,7 @@ def extract_sharded(
     if len(items) < world:
         raise PlatonicError(f"{len(items)} items cannot be sharded over {world} ranks")
     mine = shard_range(len(items), rank, world)
-    S, Z = site_features(encoder, [items[i] for i in mine], batch_size, workers=workers, amp=amp)
+    S, Z = site_features(encoder, take(items, mine), batch_size, workers=workers, amp=amp)
     S_all, Z_all = gather_rows(S, dst), gather_rows(Z, dst)
     return None if S_all is None else (S_all, Z_all)
 

@@ -6,10 +6,10 @@ from typing import Any, Sequence
 
 import torch
 from torch import Tensor
-from .progress import progress as progress_bar
 
-from .accel import autocast, batches
+from .accel import CPU_BATCH, autocast, batches, device_batch_size
 from .linalg import unit_rows
+from .progress import progress as progress_bar
 from .protocol import DualEncoder
 
 
@@ -17,21 +17,24 @@ from .protocol import DualEncoder
 def site_features(
     encoder: DualEncoder,
     items: Sequence[Any],
-    batch_size: int = 64,
+    batch_size: int | None = CPU_BATCH,
     progress: bool = False,
-    workers: int = 0,
+    workers: int | None = None,
     amp: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """(S, Z) on the CPU in float32: site input rows and raw embeddings, one forward pass per batch.
 
-    `workers` > 0 preprocesses in DataLoader workers (pinned memory on CUDA); `amp` runs the forward
-    under bf16 autocast on CUDA (faster, ~3 significant digits); both are off by default.
+    Items may be in memory or `Items` references (decoded batch by batch, so memory stays flat as the
+    dataset grows). `batch_size` None sizes batches to the device (`accel.device_batch_size`);
+    `workers` > 0 decodes and preprocesses in DataLoader workers (pinned memory on CUDA), None lets
+    `accel.default_workers` choose; `amp` runs the forward under bf16 autocast on CUDA (~3 significant digits).
     """
     site = encoder.last_affine()
     s_parts, z_parts = [], []
-    total = -(-len(items) // max(batch_size, 1))
     with autocast(encoder.device, amp):
-        for batch in progress_bar(batches(encoder, items, batch_size, workers), total=total, disable=not progress, leave=False, desc=f"encode {encoder.family}"):
+        size = device_batch_size(encoder, items) if batch_size is None else batch_size
+        total = -(-len(items) // max(size, 1))
+        for batch in progress_bar(batches(encoder, items, size, workers), total=total, disable=not progress, leave=False, desc=f"encode {encoder.family}"):
             s, z = site.site_inputs(encoder, batch)
             s_parts.append(s.float().cpu())
             z_parts.append(z.float().cpu())
@@ -41,7 +44,8 @@ def site_features(
 
 
 def encode_items(
-    encoder: DualEncoder, items: Sequence[Any], batch_size: int = 64, progress: bool = False, workers: int = 0, amp: bool = False
+    encoder: DualEncoder, items: Sequence[Any], batch_size: int | None = CPU_BATCH, progress: bool = False,
+    workers: int | None = None, amp: bool = False,
 ) -> Tensor:
     """Unit-norm media embeddings f(x) = z / ||z|| of `items` (n x d), on the CPU."""
     return unit_rows(site_features(encoder, items, batch_size, progress, workers, amp)[1])

@@ -12,6 +12,7 @@ import attrs
 import numpy as np
 
 from .errors import GridMismatchError, PlatonicError, ShapeError
+from .items import join, take
 
 DEFAULT_TEMPLATE = "a photo of a {}."
 
@@ -22,7 +23,8 @@ def _labels(value: Any) -> np.ndarray:
 
 @attrs.frozen(eq=False)
 class Split:
-    """Items (PIL images, waveforms, ...; anything the family's `preprocess` takes) with integer labels."""
+    """Items with integer labels: in memory (PIL images, waveforms, ...; anything the family's `preprocess`
+    takes) or `items.Items` references to files or dataset rows, decoded on demand."""
 
     items: Sequence[Any]
     labels: np.ndarray = attrs.field(converter=_labels)
@@ -37,7 +39,7 @@ class Split:
     def subset(self, ids: Sequence[int]) -> "Split":
         """The items and labels at `ids`, in that order."""
         ids = [int(i) for i in ids]
-        return Split([self.items[i] for i in ids], self.labels[ids])
+        return Split(take(self.items, ids), self.labels[ids])
 
 
 def _tuple_of_str(value: Sequence[str]) -> tuple[str, ...]:
@@ -162,7 +164,7 @@ class Grid:
             ids = sorted(rng.choice(n, size=budget, replace=False).tolist())
         if not ids:
             raise PlatonicError(f"task {task.name!r} has no train items to draw probes from")
-        return cls(task.name, ids, task.prompts(), [task.train.items[i] for i in ids])
+        return cls(task.name, ids, task.prompts(), take(task.train.items, ids))
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -197,11 +199,10 @@ class Grid:
         """All probes of all grids x all their prompts: a common grid for cross-task comparisons."""
         if len({g.identity for g in grids}) != len(grids):
             raise GridMismatchError("union needs distinct grids")
-        items, ids, prompts = [], [], []
+        ids, prompts = [], []
         offset = 0
         for g in grids:
-            items.extend(g.items)
             ids.extend(offset + i for i in range(len(g.items)))
             offset += len(g.items)
             prompts.extend(g.prompts)
-        return cls(name + ":" + "+".join(f"{g.task}@{g.identity[:8]}" for g in grids), ids, prompts, items)
+        return cls(name + ":" + "+".join(f"{g.task}@{g.identity[:8]}" for g in grids), ids, prompts, join([g.items for g in grids]))

@@ -96,10 +96,11 @@ def test_folder_task_splits_each_class_and_keeps_paths_lazy(tmp_path):
     assert task.classnames == ("dog bark", "rain") and task.templates == (AUDIO_TEMPLATE,)
     assert len(task.train) == 6 and len(task.test) == 4
     assert sorted(np.bincount(task.test.labels).tolist()) == [2, 2]
-    assert not set(task.train.items) & set(task.test.items)
-    for item, label in zip(task.test.items, task.test.labels):
-        assert isinstance(item, str) and f"/{['dog_bark', 'rain'][label]}/" in item
-    assert folder_task(tmp_path / "sounds", test_fraction=0.4, seed=3).test.items == task.test.items
+    assert not set(task.train.items.paths) & set(task.test.items.paths)
+    for path, item, label in zip(task.test.items.paths, task.test.items, task.test.labels):
+        assert f"/{['dog_bark', 'rain'][label]}/" in path
+        np.testing.assert_array_equal(item.samples, read_audio(path).samples)  # references read on demand
+    assert folder_task(tmp_path / "sounds", test_fraction=0.4, seed=3).test.items.paths == task.test.items.paths
     with pytest.raises(PlatonicError):
         folder_task(tmp_path / "nothing-here")
 
@@ -122,14 +123,14 @@ def test_manifest_task_respects_folds(tmp_path):
     manifest = _write_manifest(tmp_path, rows)
     task = manifest_task(manifest, root=tmp_path / "audio")
     assert task.name == "meta" and task.classnames == ("dog", "rain", "rooster")
-    assert len(task.test) == 3 and all(p.endswith(tuple(f"5-{c}.wav" for c in ("dog", "rain", "rooster"))) for p in task.test.items)
-    assert len(task.train) == 12 and not any("/5-" in p for p in task.train.items)
+    assert len(task.test) == 3 and all(p.endswith(tuple(f"5-{c}.wav" for c in ("dog", "rain", "rooster"))) for p in task.test.items.paths)
+    assert len(task.train) == 12 and not any("/5-" in p for p in task.train.items.paths)
     two = manifest_task(manifest, root=tmp_path / "audio", test_folds=[1, 2])
     folds_of = lambda items: {int(p.rsplit("/", 1)[1].split("-")[0]) for p in items}  # noqa: E731
-    assert folds_of(two.test.items) == {1, 2} and folds_of(two.train.items) == {3, 4, 5}
-    for item, label in zip(two.test.items, two.test.labels):
-        assert item.endswith(f"-{two.classnames[label]}.wav")
-        assert read_audio(item).sample_rate == 8000
+    assert folds_of(two.test.items.paths) == {1, 2} and folds_of(two.train.items.paths) == {3, 4, 5}
+    for path, item, label in zip(two.test.items.paths, two.test.items, two.test.labels):
+        assert path.endswith(f"-{two.classnames[label]}.wav")
+        assert item.sample_rate == 8000
     with pytest.raises(PlatonicError, match="not in the manifest"):
         manifest_task(manifest, root=tmp_path / "audio", test_folds=[9])
     with pytest.raises(PlatonicError, match="train split would be empty"):
@@ -141,6 +142,6 @@ def test_manifest_path_template_reads_the_urbansound8k_layout(tmp_path):
     manifest = _write_manifest(tmp_path, rows, header=("slice_file_name", "class", "fold"))
     task = manifest_task(manifest, root=tmp_path / "audio", path_template="fold{fold}/{slice_file_name}",
                          label_column="class", test_folds=["3"])
-    assert all(p.startswith(str(tmp_path / "audio" / "fold3")) for p in task.test.items)
+    assert all(p.startswith(str(tmp_path / "audio" / "fold3")) for p in task.test.items.paths)
     with pytest.raises(PlatonicError, match="no column 'category'"):
         manifest_task(manifest, label_column="category")

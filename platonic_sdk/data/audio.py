@@ -1,8 +1,8 @@
 """Audio items and datasets: waveforms, file reading (soundfile), resampling, folder and CSV-manifest tasks.
 
 A task's items are `Waveform`s or paths to audio files; an audio family's `preprocess` turns either into
-mono samples at its own rate with `as_waveform(item).prepared(rate)`. Paths stay lazy, so a dataset of
-thousands of clips costs no memory until a batch is encoded.
+mono samples at its own rate with `as_waveform(item).prepared(rate)`. Folder and manifest tasks hold
+`AudioFile` references, read when a batch is encoded, so a dataset of thousands of clips costs no memory.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import attrs
 import numpy as np
 
 from ..errors import PlatonicError, ShapeError
+from ..items import FileRef, Items
 from ..tasks import Split, Task
 from .folders import check_class_names, inside, read_manifest, scan_classes, stratified_split, subfolders
 
@@ -145,9 +146,21 @@ def as_waveform(item: Any) -> Waveform:
     )
 
 
+class AudioFile(FileRef):
+    """An audio file, read to a Waveform on demand."""
+
+    def load(self) -> Waveform:
+        return read_audio(self.path)
+
+
+def audio_files(paths: Sequence[str | os.PathLike]) -> Items:
+    """References to audio files (nothing is read until an item is indexed)."""
+    return Items([AudioFile(p) for p in paths])
+
+
 def _task(name: str, classnames: Sequence[str], paths: Sequence[str], labels: np.ndarray,
           train_ids: np.ndarray, test_ids: np.ndarray, templates: Sequence[str]) -> Task:
-    split = Split(list(paths), labels)
+    split = Split(audio_files(paths), labels)
     return Task(name, classnames, split.subset(train_ids), split.subset(test_ids), templates)
 
 

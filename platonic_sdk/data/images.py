@@ -1,8 +1,8 @@
 """Image classification tasks from a folder tree on disk.
 
 Two layouts: root/<class>/<image> (a seeded per-class train/test split), or root/train/<class>/...
-and root/test/<class>/... (the given split; class names from the union of both). Images are decoded
-to RGB PIL images when the task is built.
+and root/test/<class>/... (the given split; class names from the union of both). A split holds
+`ImageFile` references; each image is decoded to RGB when a batch needs it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Sequence
 from PIL import Image, UnidentifiedImageError
 
 from ..errors import PlatonicError
+from ..items import FileRef, Items
 from ..tasks import DEFAULT_TEMPLATE, Split, Task
 from .folders import check_class_names, scan_classes, stratified_split, subfolders
 
@@ -37,6 +38,18 @@ def read_image(path: str | os.PathLike) -> Image.Image:
         raise PlatonicError(f"cannot read image {str(path)!r}: {exc}") from None
 
 
+class ImageFile(FileRef):
+    """An image file, decoded to an RGB PIL image on demand."""
+
+    def load(self) -> Image.Image:
+        return read_image(self.path)
+
+
+def image_files(paths: Sequence[str | os.PathLike]) -> Items:
+    """References to image files (nothing is read until an item is indexed)."""
+    return Items([ImageFile(p) for p in paths])
+
+
 def image_folder_task(
     root: str | os.PathLike,
     name: str | None = None,
@@ -55,14 +68,14 @@ def image_folder_task(
         splits = [scan_classes(root / split, classes, IMAGE_SUFFIXES, root) for split in ("train", "test")]
         if not len(splits[0][0]) or not len(splits[1][0]):
             raise PlatonicError(f"{str(root)!r}: train/ and test/ both need images under <class>/ folders")
-        train, test = (Split([read_image(p) for p in paths], labels) for paths, labels in splits)
+        train, test = (Split(image_files(paths), labels) for paths, labels in splits)
     else:
         classes = subdirs
         names = check_class_names(classes, str(root))
         paths, labels = scan_classes(root, classes, IMAGE_SUFFIXES)
         if not paths:
             raise PlatonicError(f"no images ({', '.join(IMAGE_SUFFIXES)}) under {str(root)!r}/<class>/")
-        everything = Split([read_image(p) for p in paths], labels)
+        everything = Split(image_files(paths), labels)
         train_ids, test_ids = stratified_split(labels, test_fraction, seed, [str(root / c) for c in classes])
         train, test = everything.subset(train_ids), everything.subset(test_ids)
     return Task(name or root.name, names, train, test, templates)

@@ -1,0 +1,88 @@
+"""Items by reference: a split may hold references to files or dataset rows and decode them on demand.
+
+`Items(refs)` is a read-only sequence with items[i] = refs[i].load(): an item is decoded only when it is
+asked for (in a DataLoader worker when a batch is encoded), so a split of 100,000 images holds their
+paths, not their pixels. Plain lists of in-memory items (PIL images, arrays, waveforms) work wherever
+`Items` do; `take` and `join` keep references as references.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import chain
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+__all__ = ["FileRef", "ItemRef", "Items", "join", "take"]
+
+
+@runtime_checkable
+class ItemRef(Protocol):
+    """What a reference offers: where the item lives, its stored bytes, and the decoded item."""
+
+    path: str
+
+    def content(self) -> bytes:
+        """The stored bytes of the item (a file's bytes; a dataset cell's encoded bytes)."""
+
+    def load(self) -> Any:
+        """The decoded item, as a family's `preprocess` takes it."""
+
+
+@attrs.frozen
+class FileRef:
+    """An item stored as one file; subclasses decode it (`ImageFile`, `AudioFile`)."""
+
+    path: str = attrs.field(converter=str)
+
+    def content(self) -> bytes:
+        return Path(self.path).read_bytes()
+
+    def load(self) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not say how to decode {self.path!r}")
+
+
+class Items(Sequence):
+    """A sequence of item references; indexing decodes (items[i] = refs[i].load()), slicing does not."""
+
+    __slots__ = ("refs",)
+
+    def __init__(self, refs: Sequence[ItemRef]):
+        self.refs: tuple[ItemRef, ...] = tuple(refs)
+
+    def __len__(self) -> int:
+        return len(self.refs)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return Items(self.refs[index])
+        return self.refs[index].load()
+
+    def subset(self, ids: Sequence[int]) -> "Items":
+        """The references at `ids`, in that order (nothing is decoded)."""
+        return Items([self.refs[int(i)] for i in ids])
+
+    @property
+    def paths(self) -> list[str]:
+        """Where each item lives."""
+        return [r.path for r in self.refs]
+
+    def __repr__(self) -> str:
+        first = f", first {self.refs[0]!r}" if self.refs else ""
+        return f"Items({len(self.refs)} references{first})"
+
+
+def take(items: Sequence[Any], ids: Sequence[int]) -> Sequence[Any]:
+    """items[ids] without decoding references (a list for in-memory items)."""
+    if isinstance(items, Items):
+        return items.subset(ids)
+    return [items[int(i)] for i in ids]
+
+
+def join(parts: Sequence[Sequence[Any]]) -> Sequence[Any]:
+    """The concatenation of `parts`: references stay references when every part holds them."""
+    if parts and all(isinstance(p, Items) for p in parts):
+        return Items(list(chain.from_iterable(p.refs for p in parts)))
+    return [part[i] for part in parts for i in range(len(part))]
