@@ -163,7 +163,10 @@ def test_a_decompression_bomb_is_refused_naming_the_file(tmp_path, zoo_clip):
     bomb = root / "test" / "dog" / "9.png"
     bomb_png(bomb)
     refused(tmp_path, lambda: read_image(bomb), f"image {str(bomb)!r} looks like a decompression bomb")
-    refused(tmp_path, lambda: encode_items(zoo_clip, image_folder_task(root).test.items), str(bomb))
+    refused(tmp_path, lambda: image_folder_task(root), str(bomb))  # its header is read at load
+    unverified = image_folder_task(root, verify=False)
+    for workers in (0, 1):  # else decoding refuses it, in this process or in a worker
+        refused(tmp_path, lambda: encode_items(zoo_clip, unverified.test.items, workers=workers), f"image {str(bomb)!r} looks like")
 
 
 def truncated_wav(path: Path, frames: int = 4000, keep: float = 0.5) -> None:

@@ -7,8 +7,10 @@ and root/test/<class>/... (the given split; class names from the union of both).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Sequence
 
@@ -22,8 +24,10 @@ from .folders import check_class_names, scan_classes, stratified_split, subfolde
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 
 
-def read_image(path: str | os.PathLike) -> Image.Image:
-    """An RGB image from `path`; unreadable files and decompression bombs raise PlatonicError naming the file.
+@contextlib.contextmanager
+def opened_image(path: str | os.PathLike) -> Iterator[Image.Image]:
+    """The image at `path`, opened (header read, pixels not yet decoded); unreadable files and
+    decompression bombs raise PlatonicError naming the file, here or while the block decodes.
 
     A bomb is an image of more than `PIL.Image.MAX_IMAGE_PIXELS` pixels (raise that limit for files you trust).
     """
@@ -31,11 +35,17 @@ def read_image(path: str | os.PathLike) -> Image.Image:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(path) as image:
-                return image.convert("RGB")
+                yield image
     except (Image.DecompressionBombWarning, Image.DecompressionBombError) as exc:
         raise PlatonicError(f"image {str(path)!r} looks like a decompression bomb: {exc}") from None
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
         raise PlatonicError(f"cannot read image {str(path)!r}: {exc}") from None
+
+
+def read_image(path: str | os.PathLike) -> Image.Image:
+    """An RGB image from `path` (errors as `opened_image`)."""
+    with opened_image(path) as image:
+        return image.convert("RGB")
 
 
 class ImageFile(FileRef):
@@ -45,8 +55,13 @@ class ImageFile(FileRef):
         return read_image(self.path)
 
 
-def image_files(paths: Sequence[str | os.PathLike]) -> Items:
-    """References to image files (nothing is read until an item is indexed)."""
+def image_files(paths: Sequence[str | os.PathLike], verify: bool = True) -> Items:
+    """References to image files; `verify` reads each header now (about 5 % of a decode) so that an
+    unreadable file or a decompression bomb is refused when the dataset is loaded."""
+    if verify:
+        for path in paths:
+            with opened_image(path):
+                pass
     return Items([ImageFile(p) for p in paths])
 
 
@@ -56,8 +71,12 @@ def image_folder_task(
     templates: Sequence[str] = (DEFAULT_TEMPLATE,),
     test_fraction: float = 0.2,
     seed: int = 0,
+    verify: bool = True,
 ) -> Task:
-    """A task from root/<class>/*.png (seeded per-class split) or root/{train,test}/<class>/*.png."""
+    """A task from root/<class>/*.png (seeded per-class split) or root/{train,test}/<class>/*.png.
+
+    `verify`: read every image's header now (see `image_files`).
+    """
     root = Path(root)
     if not root.is_dir():
         raise PlatonicError(f"image folder {str(root)!r} does not exist")
@@ -68,14 +87,14 @@ def image_folder_task(
         splits = [scan_classes(root / split, classes, IMAGE_SUFFIXES, root) for split in ("train", "test")]
         if not len(splits[0][0]) or not len(splits[1][0]):
             raise PlatonicError(f"{str(root)!r}: train/ and test/ both need images under <class>/ folders")
-        train, test = (Split(image_files(paths), labels) for paths, labels in splits)
+        train, test = (Split(image_files(paths, verify), labels) for paths, labels in splits)
     else:
         classes = subdirs
         names = check_class_names(classes, str(root))
         paths, labels = scan_classes(root, classes, IMAGE_SUFFIXES)
         if not paths:
             raise PlatonicError(f"no images ({', '.join(IMAGE_SUFFIXES)}) under {str(root)!r}/<class>/")
-        everything = Split(image_files(paths), labels)
+        everything = Split(image_files(paths, verify), labels)
         train_ids, test_ids = stratified_split(labels, test_fraction, seed, [str(root / c) for c in classes])
         train, test = everything.subset(train_ids), everything.subset(test_ids)
     return Task(name or root.name, names, train, test, templates)
