@@ -21,13 +21,11 @@ from transformers import AutoConfig, AutoImageProcessor, PretrainedConfig, PreTr
 from transformers.utils import logging as hf_logging
 
 from platonic_sdk.errors import CheckpointError
-from platonic_sdk.protocol import DualEncoder
+from platonic_sdk.io import write_text
+from platonic_sdk.protocol import MARKER, DualEncoder, read_marker
 
 from ._image import ImageTransform
 from ._text import check_texts, check_vocab, context_length_of, default_tokenizer, load_tokenizer
-
-MARKER = "platonic.json"
-
 
 def resolve_checkpoint(checkpoint: str | os.PathLike) -> tuple[str, bool]:
     """(source, is_local): an existing folder, or an "org/name" hub id; anything else is a missing path."""
@@ -42,23 +40,14 @@ def resolve_checkpoint(checkpoint: str | os.PathLike) -> tuple[str, bool]:
     return text, False
 
 
-def read_marker(folder: str | os.PathLike) -> dict[str, Any]:
-    """The SDK's `platonic.json` of a folder ({} when the folder was not written by this SDK)."""
-    path = Path(folder) / MARKER
-    if not path.is_file():
-        return {}
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"corrupt {path}: {exc}") from exc
-
-
-def write_marker(folder: str | os.PathLike, family: str, checkpoint: str | None, **fields: Any) -> None:
-    """Record which family wrote `folder`, from which checkpoint it descends, and any builder `fields`."""
+def write_marker(folder: str | os.PathLike, encoder: DualEncoder, **fields: Any) -> None:
+    """Record which family wrote `folder`, from which checkpoint it descends, the edits folded into its
+    weights (`folded_edits`, see DualEncoder.edit_record) and any builder `fields`."""
     from platonic_sdk import __version__
 
-    marker = {"family": family, "checkpoint": checkpoint, "sdk_version": __version__, **fields}
-    (Path(folder) / MARKER).write_text(json.dumps(marker, indent=2))
+    marker = {"family": encoder.family, "checkpoint": encoder.checkpoint, "sdk_version": __version__,
+              "folded_edits": encoder.edit_record(), **fields}
+    write_text(Path(folder) / MARKER, json.dumps(marker, indent=2))
 
 
 def check_family(marker: dict[str, Any], family: str, where: str) -> None:
@@ -167,7 +156,7 @@ class HFImageTextEncoder(DualEncoder):
             self._model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
         self.images.save(path)
-        write_marker(path, self.family, self.checkpoint)
+        write_marker(path, self)
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod

@@ -130,7 +130,7 @@ class LaionClapEncoder(DualEncoder):
         safetensors.torch.save_file(state, str(path / WEIGHTS))
         if self.tokenizer is not None:
             self.tokenizer.save_pretrained(path)
-        write_marker(path, self.family, self.checkpoint, laion_clap=self.options)
+        write_marker(path, self, laion_clap=self.options)
 
 
 def _build(options: dict[str, Any], state: dict[str, Tensor], where: str, device: str | None) -> nn.Module:

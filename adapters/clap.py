@@ -141,7 +141,7 @@ class ClapEncoder(DualEncoder):
             self._model.save_pretrained(path, safe_serialization=True)
         self.tokenizer.save_pretrained(path)
         self.feature_extractor.save_pretrained(path)
-        write_marker(path, self.family, self.checkpoint)
+        write_marker(path, self)
 
 
 def _check_fits(config: ClapConfig, extractor: ClapFeatureExtractor) -> None:

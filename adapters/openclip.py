@@ -215,7 +215,7 @@ class OpenClipEncoder(DualEncoder):
         save_file(fused_state_dict(self._model), os.path.join(path, WEIGHTS_FILE), metadata={"family": self.family})
         if isinstance(self.tokenizer, PreTrainedTokenizerBase):
             self.tokenizer.save_pretrained(path)
-        write_marker(path, self.family, self.checkpoint, extras=self.extras)
+        write_marker(path, self, extras=self.extras)
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod

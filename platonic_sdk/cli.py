@@ -82,6 +82,13 @@ def _ridge(default_b: float | None = 1e-6, note: str = "1e-6") -> Parser:
     return p
 
 
+def _allow_other_target(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allow-other-target", action="store_true",
+        help="apply the edit even to a model other than the one it was made for (e.g. another checkpoint of its family)",
+    )
+
+
 def build_parser() -> Parser:
     from . import __version__
 
@@ -123,11 +130,13 @@ def build_parser() -> Parser:
     p.add_argument("-o", "--output", type=output_file, metavar="FILE", help="where to write the edit (.safetensors)")
     p.add_argument("--save-model", type=output_dir, metavar="DIR", help="also save the edited checkpoint with the family's save "
                    "(with --bank: of the bank's target unless --family/--checkpoint say otherwise)")
+    _allow_other_target(p)
     p.set_defaults(func=commands.cmd_edit)
 
     p = sub.add_parser("evaluate", parents=[common, model, task, data], help="zero-shot accuracy, optionally with an edit")
     p.add_argument("--edit", metavar="FILE", help="an edit file to apply (accuracy before and after)")
     p.add_argument("--json", action="store_true", help="print JSON")
+    _allow_other_target(p)
     p.set_defaults(func=commands.cmd_evaluate)
 
     grid_ridge = _ridge(None, "1e-6; synthetic worlds: the demo's 0.1")

@@ -231,7 +231,7 @@ def cmd_bank(args: argparse.Namespace) -> int:
         entries[label] = {"task": utd.task, "grid_id": utd.grid_id, "provenance": utd.provenance}
     meta = {
         "target_family": target.family, "target_checkpoint": target.checkpoint, "site_kind": bank.site_kind,
-        "ridge_a": bank.ridge_a, "ridge_b": bank.ridge_b, "entries": entries,
+        "ridge_a": bank.ridge_a, "ridge_b": bank.ridge_b, "entries": entries, "target": bank.binding.describe(),
     }
     save_tensors(_require(args.output, "--output"), operators, BANK_KIND, meta)
     print(f"wrote {args.output}: {len(operators)} operator(s) for {target.family} ({', '.join(operators)})")
@@ -255,17 +255,19 @@ def parse_terms(args: argparse.Namespace) -> list[tuple[str, float]]:
 
 
 def _edit_from_bank(args: argparse.Namespace, terms: list[tuple[str, float]]):
+    from .binding import Target
     from .io import load_tensors
     from .transfer import OperatorEdit
 
-    operators, meta, _ = load_tensors(args.bank, BANK_KIND)
+    operators, meta, _ = load_tensors(args.bank, BANK_KIND, real=True)
     missing = [n for n, _ in terms if n not in operators]
     if missing:
         raise PlatonicError(f"bank {args.bank} has no operator(s) {missing}; it holds {', '.join(operators)}")
     A = sum(c * operators[n] for n, c in terms)
     info = {**{k: meta[k] for k in ("target_family", "target_checkpoint", "ridge_a", "ridge_b")},
             "terms": [{"label": n, "coef": c, **meta["entries"][n]} for n, c in terms]}
-    return OperatorEdit(A, args.alpha, meta["site_kind"], info), meta["target_family"]
+    target = Target.from_record(meta.get("target"))
+    return OperatorEdit(A, args.alpha, meta["site_kind"], info, target), meta["target_family"]
 
 
 def cmd_edit(args: argparse.Namespace) -> int:
@@ -293,7 +295,7 @@ def cmd_edit(args: argparse.Namespace) -> int:
     if args.save_model:
         if target is None:  # a bank's edit: the bank's target family, and its checkpoint unless --checkpoint is given
             target = load_model(family, args.checkpoint or edit.meta.get("target_checkpoint"), args)
-        with edit.applied_to(target):
+        with edit.applied_to(target, args.allow_other_target):
             target.save(args.save_model)
         print(f"wrote the edited {target.family} checkpoint to {args.save_model}")
     if not (args.output or args.save_model):
@@ -312,7 +314,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for name, task in tasks.items():
         rows[name] = {"zero_shot": accuracy(model, task, batch_size=args.batch_size)}
         if edit is not None:
-            with edit.applied_to(model):
+            with edit.applied_to(model, args.allow_other_target):
                 rows[name]["edited"] = accuracy(model, task, batch_size=args.batch_size)
     if args.json:
         print(json.dumps(rows, indent=1))

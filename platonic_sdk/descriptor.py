@@ -6,7 +6,6 @@ A Composition is a formal signed sum of UTDs: terms on different grids stay sepa
 
 from __future__ import annotations
 
-import numbers
 import os
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -14,7 +13,7 @@ import attrs
 import torch
 from torch import Tensor
 
-from .errors import GridMismatchError, PlatonicError, ShapeError, check_finite
+from .errors import GridMismatchError, PlatonicError, ShapeError, check_finite, check_real, check_strength
 from .features import encode_items, landmarks
 from .io import load_tensors, save_tensors
 from .linalg import descriptor_cosine, utd
@@ -37,6 +36,7 @@ def _as_change(ft: Edit | str | os.PathLike | PeftModel, pre: DualEncoder) -> Ed
 
 
 def _matrix(value: Tensor) -> Tensor:
+    check_real(torch.as_tensor(value), "descriptor")  # complex would lose its imaginary part in .float()
     value = torch.as_tensor(value).detach().float().cpu()
     if value.ndim != 2:
         raise ShapeError(f"a descriptor is a P x M matrix, got shape {tuple(value.shape)}")
@@ -91,6 +91,9 @@ class UTD:
         if isinstance(ft, DualEncoder) and (pre.family != ft.family or pre.embed_dim != ft.embed_dim):
             raise PlatonicError(f"a UTD compares two states of one model, got {pre.family} and {ft.family}")
         change = None if isinstance(ft, DualEncoder) else _as_change(ft, pre)  # refused before any encoding
+        pre.check_finite()
+        if isinstance(ft, DualEncoder):
+            ft.check_finite()
         g = landmarks(pre, grid.prompts)
         f_pre = encode_items(pre, grid.items, batch_size)
         if change is None:
@@ -119,7 +122,7 @@ class UTD:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "UTD":
-        tensors, meta, _ = load_tensors(path, "utd")
+        tensors, meta, _ = load_tensors(path, "utd", real=True)
         if "utd" not in tensors or "grid_id" not in meta or "task" not in meta:
             raise PlatonicError(f"{path} is missing the descriptor matrix or its grid identity")
         return cls(tensors["utd"], meta["grid_id"], meta["task"], meta.get("provenance", {}))
@@ -151,16 +154,7 @@ class Term:
     """One signed, weighted descriptor of a composition: coef * utd."""
 
     utd: UTD
-    coef: float = attrs.field(converter=float)
-
-
-def _coefficient(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"a composition scales by a real number, got {type(value).__name__}")
-    value = float(value)
-    if value != value or value in (float("inf"), float("-inf")):
-        raise PlatonicError(f"composition coefficient must be finite, got {value}")
-    return value
+    coef: float = attrs.field(converter=lambda c: check_strength(c, "composition coefficient"))
 
 
 @attrs.frozen
@@ -199,7 +193,7 @@ class Composition:
         return self * -1.0
 
     def __mul__(self, coef: float) -> "Composition":
-        c = _coefficient(coef)
+        c = check_strength(coef, "composition coefficient")
         return Composition(tuple(Term(t.utd, t.coef * c) for t in self.terms))
 
     __rmul__ = __mul__

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 
 
@@ -19,6 +22,10 @@ class GridMismatchError(PlatonicError, ValueError):
 
 class NonFiniteError(PlatonicError, ValueError):
     """NaN or inf where finite numbers are required."""
+
+
+class WrongTypeError(PlatonicError, TypeError):
+    """A bool or string where a real number belongs, or a complex, bool or integer tensor where real floats belong."""
 
 
 class UnknownFamilyError(PlatonicError, KeyError):
@@ -44,11 +51,21 @@ def check_finite(x: torch.Tensor, what: str) -> None:
 
 
 def check_strength(alpha: float, what: str = "alpha") -> float:
-    """Return alpha as a float, or raise when it is not a finite number."""
-    try:
-        value = float(alpha)
-    except (TypeError, ValueError):
-        raise PlatonicError(f"{what} must be a finite number, got {alpha!r}") from None
-    if value != value or value in (float("inf"), float("-inf")):
+    """Return alpha as a float, or raise when it is not a finite real number (bools and strings are refused)."""
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+        raise WrongTypeError(f"{what} must be a finite real number, got {alpha!r} ({type(alpha).__name__})")
+    value = float(alpha)
+    if not math.isfinite(value):
         raise NonFiniteError(f"{what} must be a finite number, got {alpha!r}")
     return value
+
+
+class TargetMismatchError(PlatonicError, ValueError):
+    """An edit applied to a model other than the one it was made for."""
+
+
+def check_real(x: torch.Tensor, what: str) -> None:
+    """Raise WrongTypeError unless x is a tensor of real floating-point numbers (not complex, bool or integer)."""
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        dtype = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+        raise WrongTypeError(f"{what} must hold real floating-point numbers, got {dtype}")

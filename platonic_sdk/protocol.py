@@ -7,15 +7,34 @@ The core (descriptors, transfer, evaluation) talks to models only through `DualE
 from __future__ import annotations
 
 import abc
-from typing import Any, Literal, Sequence
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Literal, Sequence
 
 import attrs
 import torch
 from torch import Tensor, nn
 
-from .errors import NotAffineError, ShapeError
+from . import stack
+from .errors import CheckpointError, NonFiniteError, NotAffineError, ShapeError, check_finite
 
 SiteKind = Literal["projection", "residual_head"]
+MARKER = "platonic.json"  # what this SDK writes into every checkpoint folder it saves
+
+
+def read_marker(folder: str | os.PathLike) -> dict[str, Any]:
+    """The SDK's `platonic.json` of a folder ({} when the folder was not written by this SDK)."""
+    path = Path(folder) / MARKER
+    if not path.is_file():
+        return {}
+    try:
+        marker = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"corrupt {path}: {exc}") from exc
+    if not isinstance(marker, dict) or not isinstance(marker.get("folded_edits", []), list):
+        raise CheckpointError(f"corrupt {path}: not a JSON object with a list of folded edits")
+    return marker
 
 
 @attrs.define(eq=False)
@@ -66,32 +85,31 @@ class AffineSite:
             out["bias"] = self.bias
         return out
 
-    def deltas(self, A: Tensor, alpha: float) -> dict[str, Tensor]:
-        """Weight changes that realise z -> z + alpha A s, in the stored layout, computed in float64."""
-        if A.shape != (self.out_dim, self.in_dim):
+    def check_operator(self, A: Tensor) -> None:
+        """Raise ShapeError unless A (d x q) fits this site."""
+        if tuple(A.shape) != (self.out_dim, self.in_dim):
             raise ShapeError(
                 f"operator of shape {tuple(A.shape)} does not fit this {self.kind} site "
                 f"(needs {self.out_dim} x {self.in_dim})"
             )
-        A64 = alpha * A.detach().to(device=self.weight.device, dtype=torch.float64)
-        W64 = self.weight.detach().to(torch.float64)
-        out: dict[str, Tensor] = {}
-        if self.kind == "projection":
-            out["weight"] = A64 @ W64 if self.layout == "out_in" else W64 @ A64.T
-            if self.bias is not None:
-                out["bias"] = A64 @ self.bias.detach().to(torch.float64)
-        else:
-            dW, db = A64[:, :-1], A64[:, -1]
-            out["weight"] = dW if self.layout == "out_in" else dW.T
-            out["bias"] = db
-        return out
+
+    def folded(self, A: Tensor, alpha: float) -> Callable[[dict[str, Tensor]], dict[str, Tensor]]:
+        """The pure update of this site's tensors for z -> z + alpha A s (what an edit stack replays)."""
+        self.check_operator(A)
+        kind, layout = self.kind, self.layout
+
+        def update(values: dict[str, Tensor]) -> dict[str, Tensor]:
+            deltas = fold_deltas(kind, layout, A, alpha, values)
+            return {n: (v.to(torch.float64) + deltas[n]).to(v.dtype) for n, v in values.items()}
+
+        return update
 
     @torch.no_grad()
     def fold(self, A: Tensor, alpha: float) -> None:
         """Write z -> z + alpha A s into the site's weights (in place)."""
-        deltas = self.deltas(A, alpha)
-        for name, tensor in self.tensors().items():
-            tensor.copy_((tensor.detach().to(torch.float64) + deltas[name]).to(tensor.dtype))
+        tensors = self.tensors()
+        for name, value in self.folded(A, alpha)({n: t.detach() for n, t in tensors.items()}).items():
+            tensors[name].copy_(value)
 
     def site_inputs(self, encoder: "DualEncoder", batch: Any) -> tuple[Tensor, Tensor]:
         """One forward pass: (s, z), the site input rows and the unnormalised embeddings."""
@@ -116,6 +134,24 @@ class AffineSite:
         return torch.cat([u, ones], dim=1), z
 
 
+def fold_deltas(kind: SiteKind, layout: str, A: Tensor, alpha: float, values: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Float64 changes of a site's `values` ("weight", "bias") for z -> z + alpha A s.
+
+    projection: dW = alpha A W (out_in) or W (alpha A)^T (in_out), db = alpha A b;
+    residual head: dW = alpha A[:, :h] (transposed for in_out), db = alpha A[:, h].
+    """
+    weight = values["weight"]
+    A64 = alpha * A.detach().to(device=weight.device, dtype=torch.float64)
+    if kind == "projection":
+        W64 = weight.detach().to(torch.float64)
+        out = {"weight": A64 @ W64 if layout == "out_in" else W64 @ A64.T}
+        if "bias" in values:
+            out["bias"] = A64 @ values["bias"].detach().to(torch.float64)
+        return out
+    dW = A64[:, :-1]
+    return {"weight": dW if layout == "out_in" else dW.T, "bias": A64[:, -1]}
+
+
 class DualEncoder(abc.ABC):
     """A media encoder f and a text encoder g ending in embeddings of width `embed_dim`.
 
@@ -125,6 +161,8 @@ class DualEncoder(abc.ABC):
     modality: str
     family: str
     checkpoint: str | None = None
+    # edits folded into the checkpoint this encoder was loaded from (its platonic.json), oldest first
+    folded_edits: tuple[dict[str, Any], ...] = ()
 
     @property
     @abc.abstractmethod
@@ -165,6 +203,18 @@ class DualEncoder(abc.ABC):
     @abc.abstractmethod
     def save(self, path: str) -> None:
         """Write a checkpoint folder that this family's loader reads back."""
+
+    def edit_record(self) -> list[dict[str, Any]]:
+        """What a checkpoint saved now has folded in: the loaded checkpoint's edits, then the applied ones."""
+        return [*self.folded_edits, *(handle.record() for handle in stack.applied(self.model))]
+
+    def check_finite(self) -> None:
+        """Raise NonFiniteError naming the first parameter with NaN/inf, or buffer with NaN (masks may hold -inf)."""
+        for name, t in self.model.named_parameters():
+            check_finite(t.detach(), f"{self.family} weight {name!r}")
+        for name, t in self.model.named_buffers():
+            if t.is_floating_point() and bool(t.isnan().any()):
+                raise NonFiniteError(f"{self.family} buffer {name!r} contains NaN")
 
     def encode_media(self, batch: Any) -> Tensor:
         """Unit-norm media embeddings f(x)."""

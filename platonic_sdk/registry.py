@@ -6,12 +6,13 @@ Adding a family is one `register_family` call (see docs/architecture.md); the co
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any, Callable
 
 import attrs
 
 from .errors import UnknownFamilyError
-from .protocol import DualEncoder
+from .protocol import DualEncoder, read_marker
 
 
 @attrs.frozen
@@ -78,7 +79,11 @@ def list_families(modality: str | None = None) -> list[str]:
 def load(family_name: str, checkpoint: str | None = None, **options: Any) -> DualEncoder:
     """Load `family_name` from `checkpoint` (default: the family's reference checkpoint)."""
     spec = family(family_name)
-    return spec.load(checkpoint or spec.default_checkpoint, **options)
+    source = checkpoint or spec.default_checkpoint
+    encoder = spec.load(source, **options)
+    if source is not None and os.path.isdir(source):  # edits folded in by `save` are refused a second time
+        encoder.folded_edits = tuple(read_marker(source).get("folded_edits", ()))
+    return encoder
 
 
 def from_config(family_name: str, config: dict | None = None, **options: Any) -> DualEncoder:

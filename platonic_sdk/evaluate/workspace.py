@@ -270,7 +270,8 @@ class Workspace:
         handles = []
         try:
             for vector, coef in vectors:
-                handles.append(vector.apply_to(model.media_encoder, coef))
+                # task arithmetic across models of one architecture: another target, deliberately
+                handles.append(vector.apply_to(model.media_encoder, coef, allow_other_target=True))
             return self.live_accuracies(target, names)
         finally:
             for handle in reversed(handles):

@@ -25,7 +25,8 @@ def accuracy_of(predictions: Tensor, labels) -> float:
 
 
 def accuracy(encoder: DualEncoder, task: Task, split: str = "test", batch_size: int = 64, progress: bool = False) -> float:
-    """Zero-shot accuracy (percent) of `encoder` on a split of `task` with the task's templates."""
+    """Zero-shot accuracy (percent) of `encoder` on a split of `task` with the task's templates (finite weights only)."""
+    encoder.check_finite()
     data = getattr(task, split)
     g = landmarks(encoder, task.prompts())
     f = encode_items(encoder, data.items, batch_size, progress)

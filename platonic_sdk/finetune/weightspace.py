@@ -16,10 +16,14 @@ import safetensors.torch
 import torch
 from torch import Tensor, nn
 
-from ..errors import CheckpointError, PlatonicError, ShapeError, check_finite, check_strength
+from .. import stack
+from ..binding import Target
+from ..errors import CheckpointError, PlatonicError, ShapeError, check_finite, check_real, check_strength
 from ..io import load_tensors, save_tensors
+from ..stack import EditStack
 
 KIND = "task_vector"
+TARGET_KEY = "target"  # where a file's metadata keeps the vector's `target` record
 
 
 def named_tensors(module: nn.Module) -> dict[str, Tensor]:
@@ -45,9 +49,8 @@ def _check_same_layout(a: Mapping[str, Tensor], b: Mapping[str, Tensor], what: s
 def _frozen_deltas(value: Mapping[str, Tensor]) -> dict[str, Tensor]:
     out = {}
     for name, t in value.items():
-        t = torch.as_tensor(t).detach()
-        if not t.is_floating_point():
-            raise PlatonicError(f"task-vector entry {name!r} is not floating point ({t.dtype})")
+        check_real(t, f"task-vector entry {name!r}")
+        t = t.detach()
         check_finite(t, f"task-vector entry {name!r}")
         out[str(name)] = t
     return out
@@ -55,10 +58,15 @@ def _frozen_deltas(value: Mapping[str, Tensor]) -> dict[str, Tensor]:
 
 @attrs.frozen(eq=False)
 class TaskVector:
-    """tau[name] = theta_ft[name] - theta_pre[name]; supports +, -, scalar *, sum and apply/undo."""
+    """tau[name] = theta_ft[name] - theta_pre[name]; supports +, -, scalar *, sum and apply/undo.
+
+    `target` records theta_pre (shapes and a fingerprint of its base weights at the tensors of tau):
+    `apply_to` refuses other weights unless told to allow them.
+    """
 
     deltas: dict[str, Tensor] = attrs.field(converter=_frozen_deltas)
     metadata: dict[str, Any] = attrs.field(factory=dict)
+    target: Target | None = None
 
     @classmethod
     def from_state_dicts(
@@ -77,7 +85,7 @@ class TaskVector:
         if missing:
             raise PlatonicError(f"task vector: no floating-point tensor named {missing[:3]}")
         deltas = {n: ft_f[n].detach().to(pre_f[n].device) - pre_f[n].detach() for n in names}
-        return cls(deltas, metadata)
+        return cls(deltas, metadata, Target.of({n: pre_f[n] for n in names}, metadata.get("family")))
 
     @classmethod
     def from_models(
@@ -105,7 +113,8 @@ class TaskVector:
             return NotImplemented
         _check_same_layout(self.deltas, other.deltas, "task-vector arithmetic")
         deltas = {n: self.deltas[n] + sign * other.deltas[n].to(self.deltas[n].device) for n in self.deltas}
-        return TaskVector(deltas, {"combined": [self.metadata, other.metadata], "signs": [1.0, sign]})
+        target = self.target if self.target == other.target else None  # vectors of two pre-trained models bind to neither
+        return TaskVector(deltas, {"combined": [self.metadata, other.metadata], "signs": [1.0, sign]}, target)
 
     def __add__(self, other: "TaskVector") -> "TaskVector":
         return self._combine(other, 1.0)
@@ -117,7 +126,7 @@ class TaskVector:
         if isinstance(coef, bool) or not isinstance(coef, numbers.Real):
             return NotImplemented
         c = check_strength(coef, "task-vector coefficient")
-        return TaskVector({n: c * d for n, d in self.deltas.items()}, {**self.metadata, "scaled_by": c})
+        return TaskVector({n: c * d for n, d in self.deltas.items()}, {**self.metadata, "scaled_by": c}, self.target)
 
     __rmul__ = __mul__
 
@@ -146,8 +155,13 @@ class TaskVector:
         denom = self.norm() * other.norm()
         return dot / denom if denom > 0 else 0.0
 
-    def apply_to(self, model: nn.Module, coef: float = 1.0) -> "AppliedTaskVector":
-        """theta <- theta + coef * tau in place (summed in float64); returns a handle whose undo() is exact."""
+    def apply_to(self, model: nn.Module, coef: float = 1.0, allow_other_target: bool = False) -> "AppliedTaskVector":
+        """theta <- theta + coef * tau in place (summed in float64), on the model's edit stack.
+
+        Returns a handle whose undo() takes tau out again, in any order with the model's other edits.
+        Refused (nothing changed): other tensor names or shapes, weights other than `target` (unless
+        `allow_other_target`), and a result with NaN or inf.
+        """
         c = check_strength(coef, "task-vector coefficient")
         live = named_tensors(model)
         missing = [n for n in self.deltas if n not in live]
@@ -156,20 +170,33 @@ class TaskVector:
         for n, d in self.deltas.items():
             if live[n].shape != d.shape:
                 raise ShapeError(f"tensor {n!r} has shape {tuple(live[n].shape)} in the model, {tuple(d.shape)} in the task vector")
-        handle = AppliedTaskVector({n: live[n] for n in self.deltas}, {n: live[n].detach().clone() for n in self.deltas})
-        with torch.no_grad():
-            for n, d in self.deltas.items():
-                t = live[n]
-                t.copy_((t.double() + c * d.to(device=t.device, dtype=torch.float64)).to(t.dtype))
+        sites = {n: live[n] for n in self.deltas}
+        if self.target is not None:
+            here = Target.of(sites, self.target.family, type(model).__name__)
+            self.target.check(here, repr(self), allow_other_target)
+        deltas = self.deltas
+
+        def update(values: dict[str, Tensor]) -> dict[str, Tensor]:
+            return {n: (t.double() + c * deltas[n].to(device=t.device, dtype=torch.float64)).to(t.dtype) for n, t in values.items()}
+
+        handle = AppliedTaskVector(self, c)
+        handle.stack = stack.push(handle, sites, update, f"{self!r} x {c:g}", model)
         return handle
 
+    @property
+    def identity(self) -> str:
+        """`task_vector:fingerprint` of the deltas (the coefficient aside)."""
+        return f"{KIND}:{stack.fingerprint(self.deltas)}"
+
     def save(self, path: str | os.PathLike) -> None:
-        save_tensors(path, self.deltas, KIND, self.metadata)
+        target = self.target.describe() if self.target is not None else None
+        save_tensors(path, self.deltas, KIND, {**self.metadata, TARGET_KEY: target})
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "TaskVector":
-        tensors, meta, _ = load_tensors(path, KIND)
-        return cls(tensors, meta)
+        tensors, meta, _ = load_tensors(path, KIND, real=True)
+        target = Target.from_record(meta.pop(TARGET_KEY, None))
+        return cls(tensors, meta, target)
 
     def __repr__(self) -> str:
         return f"TaskVector({len(self.deltas)} tensors, norm={self.norm():.4g})"
@@ -177,19 +204,26 @@ class TaskVector:
 
 @attrs.define(eq=False)
 class AppliedTaskVector:
-    """Undo handle of `TaskVector.apply_to`: undo() copies the saved originals back bit for bit."""
+    """Undo handle of `TaskVector.apply_to`: undo() takes the vector out of the model's edit stack."""
 
-    tensors: dict[str, Tensor]
-    originals: dict[str, Tensor]
-    active: bool = True
+    vector: TaskVector
+    coef: float
+    stack: EditStack | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.stack is not None and self.stack.resolve().holds(self)
 
     def undo(self) -> None:
+        """Weights become the base plus the model's other edits, bit for bit."""
         if not self.active:
             raise PlatonicError("this task vector was already undone")
-        with torch.no_grad():
-            for n, t in self.tensors.items():
-                t.copy_(self.originals[n])
-        self.active = False
+        self.stack.resolve().pop(self)
+        self.stack = None
+
+    def record(self) -> dict[str, Any]:
+        """What a saved checkpoint's platonic.json says about this vector once it is folded in."""
+        return {"kind": KIND, "identity": self.vector.identity, "coef": self.coef, "edit": repr(self.vector)}
 
     def __enter__(self) -> "AppliedTaskVector":
         return self

@@ -13,6 +13,7 @@ import attrs
 import torch
 from torch import Tensor
 
+from ..binding import Target
 from ..descriptor import UTD, Composition
 from ..errors import GridMismatchError
 from ..features import landmarks, site_features
@@ -52,7 +53,10 @@ class OperatorBank:
         self.ridge_b = float(ridge_b)
         self.batch_size = batch_size
         self.progress = progress
-        self.site_kind = target.last_affine().kind
+        target.check_finite()
+        site = target.last_affine()
+        self.site_kind = site.kind
+        self.binding = Target.of_encoder(target, site.tensors())  # edits bind to the target's base weights
         self._grids: dict[str, GridState] = {}
 
     def add_grid(self, grid: Grid) -> GridState:
@@ -114,7 +118,7 @@ class OperatorBank:
             "terms": [{"task": t.utd.task, "grid_id": t.utd.grid_id, "coef": t.coef, "provenance": t.utd.provenance} for t in composition],
             **meta,
         }
-        return OperatorEdit(self.operator(composition), alpha, self.site_kind, info)
+        return OperatorEdit(self.operator(composition), alpha, self.site_kind, info, self.binding)
 
     def objective(self, composition: Composition, A: Tensor, alpha: float) -> float:
         """Transfer loss L(E) of METHOD sec. 3 for the folded edit (alpha A), measured on the cached grids."""

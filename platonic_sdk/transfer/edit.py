@@ -1,7 +1,8 @@
 """Edits: deployable, reversible changes to one target encoder, saved as safetensors files.
 
-`Edit` is the abstract base (apply / remove / save / load, dispatching on the file's kind);
-`OperatorEdit` folds a closed-form operator into the target's last affine site.
+`Edit` is the abstract base: apply / remove in any order through the target's edit stack, binding to
+the target it was made for, save / load dispatching on the file's kind. `OperatorEdit` folds a
+closed-form operator into the target's last affine site.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ import abc
 import contextlib
 import importlib
 import os
+import weakref
 from typing import Any, ClassVar, Iterator
 
-import torch
 from torch import Tensor
 
-from ..errors import PlatonicError, ShapeError, check_finite, check_strength
+from .. import stack
+from ..binding import Target
+from ..errors import PlatonicError, ShapeError, check_finite, check_real, check_strength
 from ..io import load_tensors, save_tensors
 from ..protocol import DualEncoder
 
@@ -24,7 +27,11 @@ _DEFERRED_KINDS = {"lora_edit": "platonic_sdk.transfer.lora"}
 
 
 class Edit(abc.ABC):
-    """A change to one target; `apply` snapshots what it overwrites so `remove` restores it bit for bit."""
+    """A change to one target, recorded on the target's edit stack (see `platonic_sdk.stack`).
+
+    `remove` works in any order: the weights become the base plus the other applied edits, bit for bit.
+    An edit records the `target` it was made for and refuses any other model unless told otherwise.
+    """
 
     kind: ClassVar[str]
     _kinds: ClassVar[dict[str, type["Edit"]]] = {}
@@ -34,25 +41,22 @@ class Edit(abc.ABC):
         if "kind" in cls.__dict__:
             Edit._kinds[cls.kind] = cls
 
-    def __init__(self) -> None:
-        self._target: DualEncoder | None = None
-        self._snapshot: dict[str, Tensor] = {}
+    def __init__(self, target: Target | None = None) -> None:
+        self.target = target
+        self._stack: stack.EditStack | None = None
+        self._encoder: weakref.ref[DualEncoder] | None = None
 
     @property
     def applied(self) -> bool:
-        return self._target is not None
+        return self._stack is not None and self._stack.resolve().holds(self)
 
     @abc.abstractmethod
-    def _write(self, encoder: DualEncoder) -> None:
-        """Change `encoder` in place, first copying every tensor it overwrites into `self._snapshot`."""
-
-    @abc.abstractmethod
-    def _restore(self, encoder: DualEncoder) -> None:
-        """Undo `_write` exactly, using `self._snapshot`."""
+    def _plan(self, encoder: DualEncoder) -> tuple[dict[str, Tensor], stack.Update]:
+        """The live tensors this edit writes in `encoder` (checked to fit) and the pure update of their values."""
 
     @abc.abstractmethod
     def tensors(self) -> dict[str, Tensor]:
-        """What the edit's file stores."""
+        """What the edit's file stores (its identity, strength aside)."""
 
     @abc.abstractmethod
     def metadata(self) -> dict[str, Any]:
@@ -63,52 +67,70 @@ class Edit(abc.ABC):
     def from_file(cls, tensors: dict[str, Tensor], meta: dict[str, Any]) -> "Edit":
         """Rebuild an edit from what `tensors` / `metadata` wrote."""
 
-    def apply(self, encoder: DualEncoder) -> "Edit":
-        """Change `encoder` in place; on any error the encoder is left exactly as it was."""
+    @property
+    def identity(self) -> str:
+        """`kind:fingerprint` of the edit's tensors; the same edit at another strength has the same identity."""
+        return f"{self.kind}:{stack.fingerprint(self.tensors())}"
+
+    def record(self) -> dict[str, Any]:
+        """What a saved checkpoint's platonic.json says about this edit once it is folded in."""
+        return {"kind": self.kind, "identity": self.identity, "edit": repr(self)}
+
+    def apply(self, encoder: DualEncoder, allow_other_target: bool = False) -> "Edit":
+        """Change `encoder` in place; on any error the encoder is left exactly as it was.
+
+        Refused: an edit already applied, one that the encoder's checkpoint records as folded in, and
+        (unless `allow_other_target`) a model other than `self.target`.
+        """
         if self.applied:
             raise PlatonicError("this edit is already applied; remove it first")
-        self._snapshot = {}
-        try:
-            self._write(encoder)
-        except BaseException:
-            self._restore(encoder)
-            self._snapshot = {}
-            raise
-        self._target = encoder
+        folded = [r for r in encoder.folded_edits if r.get("identity") == self.identity]
+        if folded:
+            raise PlatonicError(
+                f"{encoder.family} checkpoint {encoder.checkpoint!r} already has this edit folded in "
+                f"({folded[0].get('edit', self.identity)}, recorded in its platonic.json); it would be applied twice"
+            )
+        sites, update = self._plan(encoder)
+        if self.target is not None:
+            self.target.check(Target.of_encoder(encoder, sites), repr(self), allow_other_target)
+        self._stack = stack.push(self, sites, update, repr(self), encoder.model)
+        self._encoder = weakref.ref(encoder)
         return self
 
-    def remove(self) -> DualEncoder:
-        """Restore the target's original weights bit for bit; returns the target."""
-        if self._target is None:
+    def remove(self) -> DualEncoder | None:
+        """Take this edit out of its target's stack, wherever it sits; returns the target (None once freed)."""
+        if not self.applied:
             raise PlatonicError("this edit is not applied")
-        target, self._target = self._target, None
-        self._restore(target)
-        self._snapshot = {}
-        return target
+        self._stack.resolve().pop(self)
+        self._stack = None
+        return self._encoder()
 
     @contextlib.contextmanager
-    def applied_to(self, encoder: DualEncoder) -> Iterator[DualEncoder]:
+    def applied_to(self, encoder: DualEncoder, allow_other_target: bool = False) -> Iterator[DualEncoder]:
         """`with edit.applied_to(model): ...` applies on entry and removes on exit."""
-        self.apply(encoder)
+        self.apply(encoder, allow_other_target)
         try:
             yield encoder
         finally:
             self.remove()
 
     def save(self, path: str | os.PathLike) -> None:
-        save_tensors(path, self.tensors(), self.kind, self.metadata())
+        target = self.target.describe() if self.target is not None else None
+        save_tensors(path, self.tensors(), self.kind, {**self.metadata(), "target": target})
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Edit":
         """Load any saved edit; the file's kind picks the class."""
-        tensors, meta, kind = load_tensors(path)
+        tensors, meta, kind = load_tensors(path, real=True)
         if kind not in Edit._kinds and kind in _DEFERRED_KINDS:  # defined in a module not imported yet
             importlib.import_module(_DEFERRED_KINDS[kind])
         if kind not in Edit._kinds:
             raise PlatonicError(f"{path} holds a {kind!r}, which is not an edit (known: {sorted(Edit._kinds)})")
         if cls is not Edit and not issubclass(Edit._kinds[kind], cls):
             raise PlatonicError(f"{path} holds a {kind!r}, not a {cls.kind!r}")
-        return Edit._kinds[kind].from_file(tensors, meta)
+        edit = Edit._kinds[kind].from_file(tensors, meta)
+        edit.target = Target.from_record(meta.get("target"))
+        return edit
 
 
 class OperatorEdit(Edit):
@@ -116,8 +138,16 @@ class OperatorEdit(Edit):
 
     kind = "operator_edit"
 
-    def __init__(self, operator: Tensor, alpha: float = 0.5, site_kind: str = "projection", meta: dict[str, Any] | None = None):
-        super().__init__()
+    def __init__(
+        self,
+        operator: Tensor,
+        alpha: float = 0.5,
+        site_kind: str = "projection",
+        meta: dict[str, Any] | None = None,
+        target: Target | None = None,
+    ):
+        super().__init__(target)
+        check_real(operator, "operator")
         if operator.ndim != 2:
             raise ShapeError(f"an operator is a matrix, got shape {tuple(operator.shape)}")
         check_finite(operator, "operator")
@@ -128,7 +158,7 @@ class OperatorEdit(Edit):
 
     def scaled(self, alpha: float) -> "OperatorEdit":
         """The same operator at another strength."""
-        return OperatorEdit(self.operator, alpha, self.site_kind, self.meta)
+        return OperatorEdit(self.operator, alpha, self.site_kind, self.meta, self.target)
 
     def __add__(self, other: "OperatorEdit") -> "OperatorEdit":
         """Operators add (the solve is linear in the descriptor); strengths must match."""
@@ -136,20 +166,14 @@ class OperatorEdit(Edit):
             raise PlatonicError("only operator edits of one site kind and one strength add")
         if other.operator.shape != self.operator.shape:
             raise ShapeError(f"operators of shapes {tuple(self.operator.shape)} and {tuple(other.operator.shape)} do not add")
-        return OperatorEdit(self.operator + other.operator, self.alpha, self.site_kind, {"sum_of": [self.meta, other.meta]})
+        target = self.target if self.target == other.target else None
+        return OperatorEdit(self.operator + other.operator, self.alpha, self.site_kind, {"sum_of": [self.meta, other.meta]}, target)
 
-    def _write(self, encoder: DualEncoder) -> None:
+    def _plan(self, encoder: DualEncoder) -> tuple[dict[str, Tensor], stack.Update]:
         site = encoder.last_affine()
         if site.kind != self.site_kind:
             raise PlatonicError(f"edit was solved for a {self.site_kind} site, but {encoder.family} has a {site.kind} site")
-        self._snapshot = {name: t.detach().clone() for name, t in site.tensors().items()}
-        site.fold(self.operator, self.alpha)
-
-    def _restore(self, encoder: DualEncoder) -> None:
-        live = encoder.last_affine().tensors()
-        with torch.no_grad():
-            for name, original in self._snapshot.items():
-                live[name].copy_(original)
+        return site.tensors(), site.folded(self.operator, self.alpha)
 
     def tensors(self) -> dict[str, Tensor]:
         return {"operator": self.operator}

@@ -15,6 +15,7 @@ into the weights as W <- W + strength * (alpha / r) B A on apply and restored bi
 from __future__ import annotations
 
 import copy
+import numbers
 import os
 from typing import Any, Sequence
 
@@ -26,13 +27,15 @@ from torch import Tensor, nn
 
 from ..accel import autocast
 from ..descriptor import UTD, Composition
-from ..errors import CheckpointError, GridMismatchError, PlatonicError, ShapeError, check_finite, check_strength
+from ..binding import Target
+from ..errors import CheckpointError, GridMismatchError, PlatonicError, ShapeError, check_finite, check_real, check_strength
 from ..features import encode_items, landmarks
 from ..finetune.lora_layers import ADAPTER, inject_lora
 from ..finetune.loop import non_negative, positive, seeded, total_steps, train
 from ..finetune.orthoreg import OrthoReg, lora_updates
 from ..linalg import relative_ridge
 from ..protocol import DualEncoder
+from ..stack import Update
 from ..tasks import Grid
 from .edit import Edit
 from .peft_files import Adapter, adapter_of, read_adapter, write_adapter
@@ -71,25 +74,30 @@ class LoraEdit(Edit):
         strength: float = 1.0,
         meta: dict[str, Any] | None = None,
         losses: Sequence[float] = (),
+        target: Target | None = None,
     ):
-        super().__init__()
+        super().__init__(target)
         if not factors:
             raise PlatonicError("a LoRA edit needs at least one adapted module")
         for name, (A, B) in factors.items():
+            check_real(A, f"LoRA A of {name!r}")
+            check_real(B, f"LoRA B of {name!r}")
             if A.ndim != 2 or B.ndim != 2 or A.shape[0] != B.shape[1]:
                 raise ShapeError(f"LoRA factors of {name!r} do not chain: A {tuple(A.shape)}, B {tuple(B.shape)}")
             check_finite(A, f"LoRA A of {name!r}")
             check_finite(B, f"LoRA B of {name!r}")
         self.factors = {n: (A.detach().cpu(), B.detach().cpu()) for n, (A, B) in factors.items()}
+        if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or rank < 1:
+            raise PlatonicError(f"a LoRA rank is a positive integer, got {rank!r}")
         self.rank = int(rank)
-        self.lora_alpha = float(lora_alpha)
+        self.lora_alpha = check_strength(lora_alpha, "lora_alpha")
         self.strength = check_strength(strength, "strength")
         self.meta = dict(meta or {})
         self.losses = tuple(float(v) for v in losses)
 
     def scaled(self, strength: float) -> "LoraEdit":
         """The same factors at another strength (the delta scales linearly)."""
-        return LoraEdit(self.factors, self.rank, self.lora_alpha, strength, self.meta, self.losses)
+        return LoraEdit(self.factors, self.rank, self.lora_alpha, strength, self.meta, self.losses, self.target)
 
     def deltas(self) -> dict[str, Tensor]:
         """Weight change per module: strength * (alpha / r) B A, in float64."""
@@ -110,19 +118,14 @@ class LoraEdit(Edit):
             out[name] = weight
         return out
 
-    def _write(self, encoder: DualEncoder) -> None:
+    def _plan(self, encoder: DualEncoder) -> tuple[dict[str, Tensor], Update]:
         weights = self._weights(encoder)
-        self._snapshot = {n: w.detach().clone() for n, w in weights.items()}
-        with torch.no_grad():
-            for n, delta in self.deltas().items():
-                w = weights[n]
-                w.copy_((w.double() + delta.to(w.device)).to(w.dtype))
+        deltas = self.deltas()
 
-    def _restore(self, encoder: DualEncoder) -> None:
-        tower = encoder.media_encoder
-        with torch.no_grad():
-            for n, original in self._snapshot.items():
-                tower.get_submodule(n).weight.copy_(original)
+        def update(values: dict[str, Tensor]) -> dict[str, Tensor]:
+            return {n: (w.double() + deltas[n].to(w.device)).to(w.dtype) for n, w in values.items()}
+
+        return weights, update
 
     def tensors(self) -> dict[str, Tensor]:
         out = {}
@@ -323,7 +326,9 @@ def fit_lora(
         "steps": steps,
         **config.describe(),
     }
-    return LoraEdit(_factors(tower), config.rank, config.lora_alpha, 1.0, meta, losses)
+    edit = LoraEdit(_factors(tower), config.rank, config.lora_alpha, 1.0, meta, losses)
+    edit.target = Target.of_encoder(target, edit._weights(target))  # bound to the unedited target
+    return edit
 
 
 def _factors(tower: nn.Module) -> dict[str, tuple[Tensor, Tensor]]:
