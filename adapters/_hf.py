@@ -21,7 +21,7 @@ from transformers import AutoConfig, AutoImageProcessor, PretrainedConfig, PreTr
 from transformers.utils import logging as hf_logging
 
 from platonic_sdk.errors import CheckpointError
-from platonic_sdk.io import write_text
+from platonic_sdk.atomic import write_text
 from platonic_sdk.protocol import MARKER, DualEncoder, read_marker
 
 from ._image import ImageTransform

@@ -1,57 +1,24 @@
 """Safetensors files with a JSON metadata header: the one on-disk format of the SDK (never pickles).
 
 Every file records its `kind` (utd, operator_edit, lora_edit, task_vector, feature_cache, ...), the SDK
-version and free-form JSON metadata; loading checks the kind and reports corrupt files clearly. Every
-file is written atomically: into a temporary file in the same folder, then renamed over the target, so a
-crash or Ctrl-C leaves either the old file or the new one, and never a stray temporary file.
+version and free-form JSON metadata; loading checks the kind and reports corrupt files clearly. Files
+are written atomically (`atomic.atomic_path`): a crash or Ctrl-C leaves the old file or the new one,
+never half of one nor a stray temporary file, and the file gets the umask's mode (not safetensors' 0600).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import secrets
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import safetensors.torch
 from torch import Tensor
 
+from .atomic import atomic_path
 from .errors import CheckpointError, check_real
 
 FORMAT = "platonic_sdk"
-
-
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[str]:
-    """Yield a temporary path next to `path`; on success it replaces `path` (mode 0666 minus the umask).
-
-    On any error or interrupt inside the block the temporary file is removed and `path` is untouched.
-    """
-    target = Path(path)
-    if target.is_dir():
-        raise CheckpointError(f"{target} is a folder; give a file path")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = str(target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp")
-    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-    mode = os.stat(tmp).st_mode & 0o777  # 0666 minus the umask (the kernel applied it)
-    try:
-        yield tmp
-        os.chmod(tmp, mode)  # writers that recreate the file (safetensors makes it 0600) get it back
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def write_text(path: str | os.PathLike, text: str) -> None:
-    """Write `text` (UTF-8) to `path` atomically."""
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
 
 
 def save_tensors(path: str | os.PathLike, tensors: dict[str, Tensor], kind: str, meta: dict[str, Any]) -> None:
@@ -61,7 +28,7 @@ def save_tensors(path: str | os.PathLike, tensors: dict[str, Tensor], kind: str,
     header = {"format": FORMAT, "kind": kind, "sdk_version": __version__, "meta": json.dumps(meta, sort_keys=True)}
     contiguous = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
     with atomic_path(path) as tmp:
-        safetensors.torch.save_file(contiguous, tmp, metadata=header)
+        safetensors.torch.save_file(contiguous, str(tmp), metadata=header)
 
 
 def load_tensors(

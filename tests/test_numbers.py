@@ -16,11 +16,12 @@ import torch
 
 import platonic_sdk as ps
 from platonic_sdk.descriptor import Term
-from platonic_sdk.errors import NonFiniteError, PlatonicError, WrongTypeError
+from platonic_sdk.errors import NonFiniteError, WrongTypeError
 from platonic_sdk.evaluate import accuracy
 from platonic_sdk.finetune import TaskVector
 from platonic_sdk.finetune.weightspace import named_tensors
-from platonic_sdk.io import load_tensors, save_tensors, write_text
+from platonic_sdk.atomic import write_text
+from platonic_sdk.io import load_tensors, save_tensors
 from platonic_sdk.transfer import Edit, OperatorEdit
 from platonic_sdk.transfer.lora import LoraEdit
 from platonic_sdk.worlds.image import ImageWorld
@@ -185,8 +186,6 @@ def test_text_writes_are_atomic_too(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         write_text(path, "new")
     assert path.read_text() == "old" and _temporaries(tmp_path) == []
-    with pytest.raises(PlatonicError, match="is a folder"):
-        save_tensors(tmp_path, {"x": torch.zeros(1)}, "x", {})
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o027])
