@@ -74,7 +74,8 @@ def merge(vectors: Sequence[TaskVector], method: str = "task_arithmetic", **para
     deltas = [{n: v.deltas[n].detach().to(device=first[n].device, dtype=torch.float64) for n in first} for v in vectors]
     merged = spec.fn(deltas, **params)
     out = {n: merged[n].to(first[n].dtype) for n in first}
-    return TaskVector(out, {"merge_method": method, "merge_params": dict(params), "merged": [v.metadata for v in vectors]})
+    target = vectors[0].target if all(v.target == vectors[0].target for v in vectors) else None  # one pre-trained model
+    return TaskVector(out, {"merge_method": method, "merge_params": dict(params), "merged": [v.metadata for v in vectors]}, target)
 
 
 # ---------------------------------------------------------------------------- methods

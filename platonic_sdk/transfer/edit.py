@@ -84,7 +84,7 @@ class Edit(abc.ABC):
         """
         if self.applied:
             raise PlatonicError("this edit is already applied; remove it first")
-        folded = [r for r in encoder.folded_edits if r.get("identity") == self.identity]
+        folded = [r for r in encoder.folded_edits if r.get("identity") == self.identity] if encoder.folded_edits else []
         if folded:
             raise PlatonicError(
                 f"{encoder.family} checkpoint {encoder.checkpoint!r} already has this edit folded in "
