@@ -21,6 +21,7 @@ from platonic_sdk.binding import Target
 from platonic_sdk.errors import PlatonicError, ShapeError, TargetMismatchError
 from platonic_sdk.finetune import TaskVector
 from platonic_sdk.finetune.weightspace import named_tensors
+from platonic_sdk.io import load_tensors
 from platonic_sdk.stack import WeightsChangedError
 from platonic_sdk.transfer import Edit, OperatorEdit
 from platonic_sdk.transfer.lora import LoraEdit, LoraRouteConfig, fit_lora
@@ -57,6 +58,7 @@ class Recipe:
         if kind == "operator":
             self.A = 0.3 * torch.randn(site.out_dim, site.in_dim, generator=gen)
             self.alpha = float(torch.rand(1, generator=gen)) + 0.2
+            self.site_kind = site.kind
         elif kind == "lora":
             factors = {}
             for name in _lora_names(encoder)[: 1 + seed % 3]:
@@ -73,7 +75,7 @@ class Recipe:
 
     def apply(self, encoder):
         if self.kind == "operator":
-            return OperatorEdit(self.A, self.alpha).apply(encoder)
+            return OperatorEdit(self.A, self.alpha, self.site_kind).apply(encoder)
         if self.kind == "lora":
             return LoraEdit(self.factors, 2, 4.0, self.strength).apply(encoder)
         return TaskVector(self.deltas).apply_to(encoder.model, self.coef)
@@ -136,6 +138,17 @@ def test_hand_computed_stack_of_task_vector_then_operator(pristine):
 @pytest.mark.parametrize("seed", range(6))
 def test_random_mixed_stacks_always_equal_base_plus_the_rest(pristine, seed):
     """Seeded property test: random applies and removals of 2-5 mixed edits, checked after every step."""
+    _random_stack(pristine, seed)
+
+
+@pytest.mark.parametrize("family", ["siglip", "openclip"])  # a residual-head site; an in_out projection
+def test_random_mixed_stacks_on_other_sites(family):
+    model = ps.from_config(family, seed=0).eval()
+    for seed in range(2):
+        _random_stack(model, 50 + seed)
+
+
+def _random_stack(pristine, seed: int) -> None:
     rng = random.Random(seed)
     model = copy.deepcopy(pristine)
     base = _state(model)
@@ -375,3 +388,30 @@ def test_cli_evaluate_refuses_folded_and_foreign_edits(pristine, tmp_path, capsy
     status, _ = _cli(capsys, "evaluate", "--checkpoint", str(tmp_path / "pre"), *common, "--json")
     assert status == 0
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == files
+
+
+def test_cli_bank_records_its_target_and_edit_refuses_other_checkpoints(pristine, tmp_path, capsys):
+    pristine.save(str(tmp_path / "pre"))
+    _encoder(1).save(str(tmp_path / "other"))
+    tuned = copy.deepcopy(pristine)
+    with torch.no_grad():
+        for p in tuned.media_encoder.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(3)))
+    tuned.save(str(tmp_path / "ft"))
+    pre, task = ["--family", "clip", "--checkpoint", str(tmp_path / "pre")], ["--task", "small_shapes", *WORLD]
+    a, bank = str(tmp_path / "a.safetensors"), str(tmp_path / "bank.safetensors")
+    assert _cli(capsys, "utd", *pre, "--ft-checkpoint", str(tmp_path / "ft"), *task, "-o", a)[0] == 0
+    assert _cli(capsys, "bank", *pre, "--descriptor", a, *task, "-o", bank)[0] == 0
+    _, meta, _ = load_tensors(bank)
+    loaded = ps.load("clip", str(tmp_path / "pre"))
+    assert meta["target"] == Target.of_encoder(loaded, loaded.last_affine().tensors()).describe()
+
+    other = ["--family", "clip", "--checkpoint", str(tmp_path / "other")]
+    out, e = tmp_path / "edited", str(tmp_path / "e.safetensors")
+    status, err = _cli(capsys, "edit", "--bank", bank, "--add", "a", *other, "--save-model", str(out))
+    assert status == 2 and "was made for clip" in err and not out.exists()
+    status, _ = _cli(capsys, "edit", "--bank", bank, "--add", "a", *other, "--save-model", str(out), "-o", e, "--allow-other-target")
+    assert status == 0
+    assert [r["identity"] for r in json.loads((out / "platonic.json").read_text())["folded_edits"]] == [Edit.load(e).identity]
+    status, err = _cli(capsys, "evaluate", "--family", "clip", "--checkpoint", str(out), *task, "--edit", e, "--allow-other-target")
+    assert status == 2 and "already has this edit folded in" in err
