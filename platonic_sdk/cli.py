@@ -33,7 +33,7 @@ def _common() -> Parser:
     g.add_argument("--config", metavar="TOML", help="read options from a TOML file (command line wins)")
     g.add_argument("--device", type=device, help="torch device for the models, e.g. cpu or cuda (default: where they load)")
     g.add_argument("--batch-size", type=positive_int, default=64, help="encoding batch size (default 64)")
-    g.add_argument("--seed", type=int, default=0, help="seed for splits, fine-tuning and baselines (default 0)")
+    g.add_argument("--seed", type=count, default=0, help="seed for splits, fine-tuning and baselines (default 0)")
     g.add_argument("--threads", type=positive_int, help="torch CPU threads (grid: 1; others: torch's default)")
     g.add_argument("--quiet", action="store_true", help="no progress bars")
     g.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
@@ -48,11 +48,11 @@ def _data() -> Parser:
     g.add_argument("--data-root", metavar="DIR", help="base folder of images:/audio:/csv: task paths")
     g.add_argument("--template", action="append", metavar="T", help="prompt template with {} (repeatable; folder tasks)")
     g.add_argument("--test-fraction", type=fraction, default=0.2, help="test share of folder tasks without a split (0.2)")
-    g.add_argument("--world-seed", type=int, default=0, help="seed of the synthetic worlds (0)")
+    g.add_argument("--world-seed", type=count, default=0, help="seed of the synthetic worlds (0)")
     g.add_argument("--train-per-class", type=positive_int, default=64, help="synthetic-world train items per class (64)")
     g.add_argument("--test-per-class", type=positive_int, default=40, help="synthetic-world test items per class (40)")
     g.add_argument("--per-class", type=positive_int, default=30, help="probes per class in a task grid (30)")
-    g.add_argument("--grid-seed", type=int, default=0, help="seed of the probe draw (0)")
+    g.add_argument("--grid-seed", type=count, default=0, help="seed of the probe draw (0)")
     g.add_argument("--stratified", action="store_true", help="draw probes per class instead of uniformly")
     return p
 

@@ -90,6 +90,8 @@ def test_plugins_that_fail_to_import(work, capsys):
     ("--test-fraction", "3", "must be a number between 0 and 1"),
     ("--lr", "inf", "must be a positive finite number"),
     ("--epochs", "2.5", "invalid int value: '2.5'"),
+    ("--seed", "-1", "argument --seed: must be a whole number (0 or more), got -1"),
+    ("--grid-seed", "-1", "argument --grid-seed: must be a whole number"),
 ])
 def test_numbers_out_of_range(work, capsys, option, value, words):
     refused(capsys, work, words, *UTD_ARGS, option, value, "-o", "x.safetensors")
