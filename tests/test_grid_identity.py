@@ -108,6 +108,15 @@ def test_references_are_hashed_by_their_stored_bytes_without_decoding(tmp_path):
     assert _grid(rows).identity != refs.identity
 
 
+def test_a_streamed_image_folder_is_hashed_by_file_bytes_without_decoding(tmp_path, monkeypatch):
+    from platonic_sdk.data.images import ImageFile, image_folder_task
+
+    _folder(tmp_path / "data", 0)
+    monkeypatch.setattr(ImageFile, "load", lambda self: pytest.fail(f"decoded {self.path} to hash it"))
+    grid = image_folder_task(tmp_path / "data", "colours").grid(per_class=2)
+    assert grid.identity == Grid(grid.task, grid.probe_ids, grid.prompts, grid.items.paths).identity
+
+
 def test_items_can_name_their_own_fingerprint_and_odd_items_are_refused():
     class Row:
         def __init__(self, key):
