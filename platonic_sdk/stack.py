@@ -105,11 +105,6 @@ class EditStack:
     def holds(self, handle: Any) -> bool:
         return any(e.handle is handle for e in self._entries)
 
-    @property
-    def handles(self) -> list[Any]:
-        """The applied edits, oldest first."""
-        return [e.handle for e in self._entries]
-
     def _live(self, slot: int) -> Tensor:
         t = self._tracked[slot].ref()
         if t is None:
@@ -123,7 +118,7 @@ class EditStack:
                 raise WeightsChangedError(
                     f"{tracked.name} was changed outside the SDK since the last edit was applied or removed; "
                     "edits on these weights are refused (nothing was changed). Restore the weights, or call "
-                    "platonic_sdk.stack.forget(model) to make the current weights the new base"
+                    "platonic_sdk.stack.forget(module) to make the current weights the new base"
                 )
 
     def _replay(self, entries: list[_Entry]) -> dict[int, Tensor]:

@@ -415,3 +415,19 @@ def test_cli_bank_records_its_target_and_edit_refuses_other_checkpoints(pristine
     assert [r["identity"] for r in json.loads((out / "platonic.json").read_text())["folded_edits"]] == [Edit.load(e).identity]
     status, err = _cli(capsys, "evaluate", "--family", "clip", "--checkpoint", str(out), *task, "--edit", e, "--allow-other-target")
     assert status == 2 and "already has this edit folded in" in err
+
+
+def test_a_folded_task_vector_makes_a_new_base(pristine):
+    """fold_into (how fine-tunes load): theta + tau becomes the model itself, with no stack and no base copy."""
+    model = copy.deepcopy(pristine)
+    tv = Recipe("task_vector", 16, model)
+    expected = _fresh(pristine, [tv])
+    TaskVector(tv.deltas).fold_into(model.model, tv.coef)
+    assert _same(model, expected) and stack.applied(model.model) == []
+    edit = Recipe("operator", 17, model).apply(model)
+    assert torch.equal(stack.base_values(model.last_affine().tensors())["weight"], expected["visual_projection.weight"])
+    with pytest.raises(PlatonicError, match="without applied edits"):
+        TaskVector(tv.deltas).fold_into(model.model, tv.coef)
+    assert _same(model, _fresh(pristine, [tv, Recipe("operator", 17, model)]))
+    edit.remove()
+    assert _same(model, expected)

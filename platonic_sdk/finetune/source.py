@@ -92,7 +92,7 @@ class FineTuned:
         if family != pre.family:
             raise PlatonicError(f"{path} was fine-tuned from a {family!r} encoder, not a {pre.family!r} one")
         encoder = copy.deepcopy(pre)
-        vector.apply_to(encoder.media_encoder)
+        vector.fold_into(encoder.media_encoder)  # a new model: its base is the fine-tuned weights
         return cls(pre, encoder, vector)
 
 

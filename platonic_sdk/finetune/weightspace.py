@@ -183,6 +183,16 @@ class TaskVector:
         handle.stack = stack.push(handle, sites, update, f"{self!r} x {c:g}", model)
         return handle
 
+    def fold_into(self, model: nn.Module, coef: float = 1.0, allow_other_target: bool = False) -> None:
+        """theta <- theta + coef * tau for good: the result is a new model, whose base is these weights.
+
+        Nothing to undo and no base copy kept (a loaded fine-tune); refused while edits are applied to `model`.
+        """
+        if stack.applied(model):
+            raise PlatonicError("fold a task vector into a model without applied edits (remove them first)")
+        self.apply_to(model, coef, allow_other_target)
+        stack.forget(model)
+
     @property
     def identity(self) -> str:
         """`task_vector:fingerprint` of the deltas (the coefficient aside)."""
