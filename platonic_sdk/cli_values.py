@@ -25,16 +25,16 @@ def device(value: str) -> str:
     if dev.type == "cpu":
         return value
     accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
-    count = torch.accelerator.device_count() if accelerator is not None and accelerator.type == dev.type else 0
-    if count == 0:
-        have = f"cpu and {count_of(torch.accelerator.device_count(), accelerator.type)}" if accelerator is not None else "only cpu"
-        raise argparse.ArgumentTypeError(f"device {value!r} is not available on this machine (it has {have})")
-    if dev.index is not None and dev.index >= count:
-        raise argparse.ArgumentTypeError(f"device {value!r} is not available: this machine has {count_of(count, dev.type)}")
+    have = torch.accelerator.device_count() if accelerator is not None else 0
+    if accelerator is None or accelerator.type != dev.type:
+        what = f"cpu and {_devices(have, accelerator.type)}" if accelerator is not None else "only cpu"
+        raise argparse.ArgumentTypeError(f"device {value!r} is not available on this machine (it has {what})")
+    if dev.index is not None and dev.index >= have:
+        raise argparse.ArgumentTypeError(f"device {value!r} is not available: this machine has {_devices(have, dev.type)}")
     return value
 
 
-def count_of(n: int, kind: str) -> str:
+def _devices(n: int, kind: str) -> str:
     return f"{n} {kind} device" + ("" if n == 1 else "s")
 
 

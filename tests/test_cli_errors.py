@@ -76,6 +76,23 @@ def test_devices_that_do_not_exist_or_are_not_here(work, capsys):
         refused(capsys, work, "'cuda' is not available on this machine (it has only cpu)", *UTD_ARGS, "--device", "cuda", "-o", "x.safetensors")
 
 
+def test_devices_on_a_machine_with_one_gpu(monkeypatch):
+    """The availability rule as it runs on a one-GPU machine (torch.accelerator faked: this box may have none)."""
+    import argparse
+    from types import SimpleNamespace
+
+    from platonic_sdk.cli_values import device
+
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda: SimpleNamespace(type="cuda"))
+    monkeypatch.setattr(torch.accelerator, "device_count", lambda: 1)
+    assert [device(d) for d in ("cpu", "cuda", "cuda:0")] == ["cpu", "cuda", "cuda:0"]
+    with pytest.raises(argparse.ArgumentTypeError, match="'cuda:1' is not available: this machine has 1 cuda device$"):
+        device("cuda:1")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"'mps' is not available on this machine \(it has cpu and 1 cuda device\)"):
+        device("mps")
+
+
 def test_plugins_that_fail_to_import(work, capsys):
     refused(capsys, work, "plugin raises.py failed to import: ImportError: the plugin needs", "families", "--plugin", "raises.py")
     refused(capsys, work, "plugin broken.py failed to import: SyntaxError", "families", "--plugin", "broken.py")
