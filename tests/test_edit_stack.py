@@ -310,11 +310,12 @@ def test_lora_route_and_task_vectors_bind_too(pristine):
     grid = ImageWorld(train_per_class=2, test_per_class=2).task("small_shapes").grid(2, 0)
     utd = ps.UTD(0.05 * torch.randn(grid.shape, generator=torch.Generator().manual_seed(2)), grid.identity, grid.task)
     lora = fit_lora(pristine, utd, [grid], LoraRouteConfig(max_steps=2, epochs=1, batch_size=8), progress=False)
-    other = _encoder(1)
-    before = _state(other)
-    with pytest.raises(TargetMismatchError, match="made for clip"):
-        lora.apply(other)
-    assert _same(other, before)
+    other, siglip = _encoder(1), _encoder(0, "siglip")  # SigLIP's tower has CLIP's module names and shapes
+    for model, family in ((other, "clip"), (siglip, "siglip")):
+        before = _state(model)
+        with pytest.raises(TargetMismatchError, match=f"made for clip.*this model, {family}"):
+            lora.apply(model)
+        assert _same(model, before)
     lora.apply(pristine)
     lora.remove()
 
