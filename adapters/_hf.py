@@ -11,7 +11,9 @@ import abc
 import contextlib
 import copy
 import json
+import logging
 import os
+import re
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterator, Sequence
 
@@ -78,6 +80,46 @@ def quiet_progress() -> Iterator[None]:
     finally:
         if enabled:
             hf_logging.enable_progress_bar()
+
+
+_TOKEN_ID_WARNING = re.compile(r"Model config: \w+_token_id must be `None` or an integer within the vocabulary \(between 0 and (\d+)\)")
+
+
+@contextlib.contextmanager
+def foreign_token_id_warnings_dropped(vocab_size: int | None) -> Iterator[None]:
+    """Drop transformers' special-token-id warnings about configs other than ours (text vocabulary `vocab_size`).
+
+    Printing or saving a config makes transformers build its *default* sub-configs (SigLIP's default
+    text config has a 32,000-token vocabulary with bos id 49,406) and warn about their ids. A warning
+    whose vocabulary is not our config's is that, and is dropped; one about our own ids passes.
+    """
+
+    def keep(record: logging.LogRecord) -> bool:
+        match = _TOKEN_ID_WARNING.match(record.getMessage())
+        return match is None or vocab_size is None or int(match.group(1)) == int(vocab_size) - 1
+
+    logger = logging.getLogger("transformers.configuration_utils")
+    logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        logger.removeFilter(keep)
+
+
+def local_config(source: str) -> dict[str, Any]:
+    """A local checkpoint's config.json as a dict ({} for a hub id or an unreadable file)."""
+    try:
+        data = json.loads((Path(source) / "config.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def text_vocab_size(config: dict[str, Any] | PretrainedConfig) -> int | None:
+    """The text tower's vocabulary size of a config (object or config.json dict), None when it has none."""
+    text = config.get("text_config") if isinstance(config, dict) else getattr(config, "text_config", None)
+    value = text.get("vocab_size") if isinstance(text, dict) else getattr(text, "vocab_size", None)
+    return int(value) if isinstance(value, int) else None
 
 
 def seeded(seed: int, build: Callable[[], nn.Module]) -> nn.Module:
@@ -152,7 +194,7 @@ class HFImageTextEncoder(DualEncoder):
 
     def save(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)
-        with quiet_progress():
+        with quiet_progress(), foreign_token_id_warnings_dropped(text_vocab_size(self._model.config)):
             self._model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
         self.images.save(path)
@@ -188,7 +230,8 @@ class HFImageTextEncoder(DualEncoder):
         if local:
             check_family(read_marker(source), family, source)
         try:
-            config = AutoConfig.from_pretrained(source)
+            with foreign_token_id_warnings_dropped(text_vocab_size(local_config(source))):
+                config = AutoConfig.from_pretrained(source)
         except Exception as exc:  # OSError offline / missing, ValueError for unknown model types
             raise CheckpointError(f"cannot read a model config from {source}: {exc}") from exc
         if config.model_type not in cls.model_types:
