@@ -1,4 +1,4 @@
-"""The `platonic` command: families, utd, bank, edit, evaluate, grid and demo.
+"""The `platonic` command: families, finetune, utd, bank, edit, evaluate, grid and demo.
 
 `--plugin` imports a module or file before the command runs (a family registered there becomes
 loadable). Options come from the command line or a TOML file (`--config run.toml`: top-level keys apply to every
@@ -89,29 +89,43 @@ def _allow_other_target(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _recipe() -> Parser:
+    p = Parser(add_help=False)
+    g = p.add_argument_group("fine-tuning recipe (default: the zoo's own when --checkpoint is a zoo member, else the library's)")
+    g.add_argument("--mode", choices=("lora", "full"), help="LoRA on the tower's attention q/v, or full fine-tuning (lora)")
+    g.add_argument("--rank", type=positive_int, help="LoRA rank (4)")
+    g.add_argument("--lora-alpha", type=positive_float, help="LoRA alpha; updates are (alpha / rank) B A (8)")
+    g.add_argument("--epochs", type=positive_int, help="epochs (library 3; image zoo 10)")
+    g.add_argument("--lr", type=positive_float, help="learning rate (library 1e-4; image zoo 5e-3)")
+    g.add_argument("--logit-scale", type=positive_float, help="temperature s of the loss CE(s <f, g>) (library 100; image zoo 1/0.07)")
+    g.add_argument("--orthoreg", type=non_negative_float, metavar="COEF", help="OrthoReg coefficient lambda (0: off)")
+    g.add_argument("--max-steps", type=positive_int, help="cap on optimiser steps")
+    return p
+
+
 def build_parser() -> Parser:
     from . import __version__
 
     parser = Parser(prog="platonic", description="Move task edits between dual encoders (UTDs, closed-form operators).")
     parser.add_argument("--version", action="version", version=f"platonic_sdk {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
-    common, data, task, model, ridge = _common(), _data(), _task(), _model(), _ridge()
+    common, data, task, model, ridge, recipe = _common(), _data(), _task(), _model(), _ridge(), _recipe()
 
     p = sub.add_parser("families", parents=[common], help="list the registered model families")
     p.add_argument("--modality", choices=("image", "audio"), help="only families of one modality")
     p.set_defaults(func=commands.cmd_families)
 
-    p = sub.add_parser("utd", parents=[common, model, task, data], help="compute a task descriptor and save it")
+    p = sub.add_parser("finetune", parents=[common, model, task, data, recipe], help="fine-tune a source model on a task and save the fine-tune")
+    p.add_argument("-o", "--output", type=output_file, metavar="FILE", help="where to write the fine-tune (.safetensors task vector)")
+    p.set_defaults(func=commands.cmd_finetune)
+
+    p = sub.add_parser("utd", parents=[common, model, task, data, recipe], help="compute a task descriptor and save it")
     p.add_argument("--ft-checkpoint", help="the fine-tuned checkpoint (same family; --checkpoint is the pretrained one), "
                    "or a task-vector file of --checkpoint (what --save-finetune writes; the zoo's fine-tunes)")
     p.add_argument("--ft-adapter", metavar="DIR", help="a peft LoRA adapter folder trained on --checkpoint (the fine-tuned side)")
     p.add_argument("--allow-other-base", action="store_true",
                    help="accept an adapter whose recorded base model has another name (e.g. the hub id of a local copy)")
-    p.add_argument("--finetune", action="store_true", help="fine-tune --checkpoint on the task here instead")
-    p.add_argument("--mode", choices=("lora", "full"), default="lora", help="fine-tuning mode (lora)")
-    p.add_argument("--epochs", type=positive_int, default=3, help="fine-tuning epochs (3)")
-    p.add_argument("--lr", type=positive_float, default=1e-4, help="fine-tuning learning rate (1e-4)")
-    p.add_argument("--max-steps", type=positive_int, help="cap on fine-tuning steps")
+    p.add_argument("--finetune", action="store_true", help="fine-tune --checkpoint on the task here instead (with the recipe options)")
     p.add_argument("--save-finetune", type=output_file, metavar="FILE", help="also save the fine-tune's task vector")
     p.add_argument("-o", "--output", type=output_file, metavar="FILE", help="where to write the UTD (.safetensors)")
     p.set_defaults(func=commands.cmd_utd)

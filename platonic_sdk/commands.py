@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -160,20 +161,76 @@ def cmd_families(args: argparse.Namespace) -> int:
     return 0
 
 
+RECIPE_OPTIONS = ("mode", "rank", "lora_alpha", "epochs", "lr", "logit_scale", "max_steps")
+
+
+def finetune_recipe(args: argparse.Namespace):
+    """(FinetuneConfig, where its defaults came from): the zoo's own recipe when --checkpoint is a zoo
+    member (its manifest records it), else the library's defaults; the command's options win."""
+    from .finetune import FinetuneConfig, OrthoReg
+    from .worlds.zoo import zoo_recipe
+
+    found = zoo_recipe(args.checkpoint)
+    base, origin = (found[0], f"the zoo's recipe ({found[1]})") if found else ({}, "the library's defaults")
+    chosen = {k: getattr(args, k) for k in RECIPE_OPTIONS if getattr(args, k, None) is not None}
+    if getattr(args, "orthoreg", None) is not None:
+        chosen["orthoreg"] = OrthoReg(args.orthoreg)
+    if chosen:
+        origin += ", with " + ", ".join(f"--{k.replace('_', '-')}" for k in chosen)
+    return FinetuneConfig(**{**base, **chosen, "seed": args.seed}), origin
+
+
+def _one_task(args: argparse.Namespace, command: str):
+    specs = _require(args.task, "--task")
+    if len(specs) != 1:
+        raise PlatonicError(f"{command} takes one --task, got {len(specs)}")
+    return specs[0], resolve_task(specs[0], args)
+
+
+def _finetuned(pre, task, args: argparse.Namespace):
+    """Fine-tune `pre` on `task` with the command's recipe, saying which recipe it is."""
+    from .finetune import finetune
+
+    config, origin = finetune_recipe(args)
+    shown = {k: v for k, v in config.describe().items() if k in (*RECIPE_OPTIONS, "batch_size") or k == "orthoreg" and v["coef"]}
+    print(f"fine-tuning {pre.family} on {task.name!r} with {origin}: {json.dumps(shown)}")
+    return finetune(pre, task, config, progress=not args.quiet)
+
+
+def _report_movement(pre, ft, task, args: argparse.Namespace, utd=None) -> None:
+    """Print the source's accuracy before and after and the descriptor's size; warn when it barely moved."""
+    from .evaluate.movement import movement
+
+    moved = movement(pre, ft, task, utd, args.batch_size)
+    print(moved.summary())
+    warning = moved.warning()
+    if warning:
+        print(f"platonic {args.command}: warning: {warning}", file=sys.stderr)
+
+
+def cmd_finetune(args: argparse.Namespace) -> int:
+    _, task = _one_task(args, "finetune")
+    output = _require(args.output, "--output")
+    pre = load_model(_require(args.family, "--family"), args.checkpoint, args)
+    tuned = _finetuned(pre, task, args)
+    tuned.save(output)
+    print(f"wrote {output}: {tuned.metadata['mode']} fine-tune of {pre.family} on {task.name!r}, "
+          f"{tuned.metadata['steps']} steps, final loss {tuned.losses[-1]:.4g}, task-vector norm {tuned.task_vector.norm():.4g}")
+    _report_movement(pre, tuned.encoder, task, args)
+    return 0
+
+
 def cmd_utd(args: argparse.Namespace) -> int:
     from .descriptor import UTD
 
-    specs = _require(args.task, "--task")
-    if len(specs) != 1:
-        raise PlatonicError(f"utd takes one --task, got {len(specs)}")
+    spec, task = _one_task(args, "utd")
     if [bool(args.ft_checkpoint), bool(args.ft_adapter), bool(args.finetune)].count(True) != 1:
         raise PlatonicError("give exactly one of --ft-checkpoint (a fine-tuned checkpoint or task-vector file), "
                             "--ft-adapter (a peft LoRA folder) or --finetune (fine-tune here)")
-    task = resolve_task(specs[0], args)
     pre = load_model(_require(args.family, "--family"), args.checkpoint, args)
     grid = _grid_of(task, args)
     prov = {"grid_per_class": args.per_class, "grid_seed": args.grid_seed, "grid_stratified": args.stratified,
-            **task_record(specs[0], task, args)}
+            **task_record(spec, task, args)}
     if args.ft_adapter:
         from .transfer.lora import LoraEdit
 
@@ -183,10 +240,7 @@ def cmd_utd(args: argparse.Namespace) -> int:
         ft = _fine_tuned_side(args.ft_checkpoint, pre, args)
         prov["ft_checkpoint"] = args.ft_checkpoint
     else:
-        from .finetune import FinetuneConfig, finetune
-
-        config = FinetuneConfig(mode=args.mode, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, max_steps=args.max_steps, seed=args.seed)
-        tuned = finetune(pre, task, config, progress=not args.quiet)
+        tuned = _finetuned(pre, task, args)
         ft = tuned.encoder
         prov["finetune"] = tuned.metadata
         if args.save_finetune:
@@ -194,6 +248,7 @@ def cmd_utd(args: argparse.Namespace) -> int:
     utd = UTD.compute(pre, ft, grid, args.batch_size, **prov)
     utd.save(_require(args.output, "--output"))
     print(f"wrote {args.output}: UTD of {task.name!r} on {args.family}, shape {utd.shape}, norm {float(utd.matrix.norm()):.4f}, grid {utd.grid_id}")
+    _report_movement(pre, ft, task, args, utd)
     return 0
 
 

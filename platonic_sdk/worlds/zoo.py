@@ -116,6 +116,21 @@ def read_manifest(root: str | Path = ZOO_DIR) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
+def zoo_recipe(checkpoint: str | Path | None) -> tuple[dict[str, Any], Path] | None:
+    """(fine-tune recipe, manifest path) when `checkpoint` is a member folder of a built zoo (its parent
+    holds the zoo's manifest, which records the recipe the zoo's own fine-tunes used), else None."""
+    if checkpoint is None:
+        return None
+    folder = Path(checkpoint).expanduser()
+    path = folder.parent / MANIFEST
+    if not (folder.is_dir() and path.is_file()):
+        return None
+    manifest = read_manifest(folder.parent)
+    if folder.name not in manifest.get("members", {}) or "finetune" not in manifest:
+        return None
+    return dict(manifest["finetune"]), path
+
+
 def load_models(root: str | Path = ZOO_DIR, names: Sequence[str] | None = None, device: str | None = None) -> dict[str, Any]:
     """Pretrained zoo members by name, loaded through their family adapters."""
     from .. import load
