@@ -5,9 +5,9 @@ corpus, and their source fine-tunes on the world's tasks (shipped in `worlds/zoo
 so `python -m platonic_sdk.worlds.train_zoo` rebuilds what ships (about 5 min per member on one free
 CPU core). Five families, five widths: clip (ViT 3x64, d=64), siglip (ViT 3x48 with its attention-pool
 residual head, d=48, sigmoid loss), openclip (ViT 2x64, d=80), metaclip (ViT 2x96, d=96), evaclip
-(timm EVA02 3x48, d=56). Members load through the family adapters (`platonic_sdk.load(family,
+(timm EVA02 3x48, d=56). Members load through the family adapters (`member("clip")`, or `platonic_sdk.load(family,
 folder)`); fine-tunes are fp16 media-tower task vectors (rank-4 LoRA merged, METHOD sec. 6) applied
-to a copy of the member.
+to a copy of the member (`finetuned("clip", "amber_shapes")`).
 """
 
 from __future__ import annotations
@@ -153,15 +153,25 @@ def finetune_path(root: str | Path, name: str, task: str) -> Path:
 
 def load_finetunes(models: Mapping[str, Any], tasks: Sequence[str], root: str | Path = ZOO_DIR) -> dict[tuple[str, str], Any]:
     """Fine-tuned encoders {(member, task): encoder} for every shipped fine-tune among `tasks`."""
+    return {(name, task): finetuned(name, task, root, pre) for name, pre in models.items() for task in tasks
+            if finetune_path(root, name, task).is_file()}
+
+
+def member(name: str, root: str | Path = ZOO_DIR, device: str | None = None) -> Any:
+    """One pretrained zoo member by name (image zoo by default; `worlds.audio.AUDIO_ZOO_DIR` for audio)."""
+    return load_models(root, [name], device)[name]
+
+
+def finetuned(name: str, task: str, root: str | Path = ZOO_DIR, pre: Any | None = None) -> Any:
+    """The member's shipped fine-tune on `task`: its task vector applied to a copy of the member
+    (`pre`, when given, is that member already loaded; it stays untouched)."""
     from ..finetune.source import FineTuned
 
-    out = {}
-    for name, pre in models.items():
-        for task in tasks:
-            path = finetune_path(root, name, task)
-            if path.is_file():
-                out[(name, task)] = FineTuned.load(path, pre).encoder.eval()
-    return out
+    path = finetune_path(root, name, task)
+    if not path.is_file():
+        shipped = sorted(p.stem for p in path.parent.glob("*.safetensors"))
+        raise PlatonicError(f"the zoo at {root} has no fine-tune of {name!r} on {task!r}; it has {', '.join(shipped) or 'none'}")
+    return FineTuned.load(path, pre if pre is not None else member(name, root)).encoder.eval()
 
 
 def workspace_for_grid(args: argparse.Namespace):
