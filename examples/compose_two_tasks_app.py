@@ -21,7 +21,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import platonic_sdk as ps  # noqa: E402
 from platonic_sdk.evaluate import accuracy  # noqa: E402
+from platonic_sdk.evaluate.settings import CellSettings, default  # noqa: E402
 from platonic_sdk.worlds.image import ImageWorld  # noqa: E402
+from platonic_sdk.worlds.registry import world_spec  # noqa: E402
 
 TASKS = ImageWorld().trio[:2]  # two related tasks of the world (amber-tinted shapes and glyphs)
 CONTROL = ImageWorld().controls[0]
@@ -49,7 +51,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ci", action="store_true", help="tiny random models and a tiny world (seconds)")
     parser.add_argument("--out", default="out/compose_app", help="output folder")
-    parser.add_argument("--alpha", type=float, default=0.5, help="strength of the folded edit (paper: 0.5)")
+    parser.add_argument("--alpha", type=float, default=default(CellSettings, "alpha"), help="strength of the folded edit (paper: 0.5)")
     args = parser.parse_args()
     out = Path(args.out)
 
@@ -64,7 +66,8 @@ def main() -> None:
         utd.save(out / "descriptors" / f"{t}.safetensors")  # shareable: no model needed to read them
 
     # 2. the deployed model's operators: one ridge factorisation per grid, then one product per descriptor
-    bank = ps.OperatorBank(target, ridge_b=0.1)  # a small world's text tower: raise the landmark ridge
+    image = world_spec("image")  # the image world's tuned ridges (its tiny text towers need larger ones than the paper's)
+    bank = ps.OperatorBank(target, image.ridge_a, image.ridge_b)
     for grid in grids.values():
         bank.add_grid(grid)
     edit = bank.edit(utds[TASKS[0]] + utds[TASKS[1]], alpha=args.alpha)

@@ -26,7 +26,9 @@ from torch import Tensor, nn  # noqa: E402
 
 import platonic_sdk as ps  # noqa: E402
 from platonic_sdk.evaluate import accuracy  # noqa: E402
+from platonic_sdk.evaluate.settings import CellSettings  # noqa: E402
 from platonic_sdk.worlds.image import ImageWorld  # noqa: E402
+from platonic_sdk.worlds.registry import world_spec  # noqa: E402
 
 DEFAULTS = {"width": 32, "embed_dim": 48, "buckets": 512, "seed": 0}
 
@@ -152,9 +154,10 @@ def main() -> None:
     source, tuned = source_and_finetune(world, task_name, args.ci)
     grid = task.grid(per_class=2 if args.ci else 30)
     utd = ps.UTD.compute(source, tuned, grid)
-    bank = ps.OperatorBank(target, ridge_b=0.1)
+    image = world_spec("image")  # the image world's tuned ridges and the default strength
+    bank = ps.OperatorBank(target, image.ridge_a, image.ridge_b)
     bank.add_grid(grid)
-    edit = bank.edit(utd, alpha=0.5)
+    edit = bank.edit(utd, alpha=CellSettings().alpha)
     before = accuracy(target, task)
     with edit.applied_to(target):
         after = accuracy(target, task)

@@ -9,6 +9,7 @@ and exit with status 2; `--debug` shows the traceback instead.
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 from typing import Sequence
 
@@ -17,7 +18,11 @@ from .cli_values import (
     config_tables, config_value, count, device, finite_float, fraction, non_negative_float, output_dir, output_file,
     positive_float, positive_int,
 )
+from .demo import demo_config
 from .errors import PlatonicError
+from .evaluate.settings import CACHED, CellSettings, ExperimentConfig, default
+from .linalg import RIDGE_A, RIDGE_B
+from .worlds.registry import world_names, world_spec
 
 
 class Parser(argparse.ArgumentParser):
@@ -49,8 +54,8 @@ def _data() -> Parser:
     g.add_argument("--template", action="append", metavar="T", help="prompt template with {} (repeatable; folder tasks)")
     g.add_argument("--test-fraction", type=fraction, default=0.2, help="test share of folder tasks without a split (0.2)")
     g.add_argument("--world-seed", type=count, default=0, help="seed of the synthetic worlds (0)")
-    g.add_argument("--train-per-class", type=positive_int, default=64, help="synthetic-world train items per class (64)")
-    g.add_argument("--test-per-class", type=positive_int, default=40, help="synthetic-world test items per class (40)")
+    g.add_argument("--train-per-class", type=positive_int, help="synthetic-world train items per class (default: the world's, 64)")
+    g.add_argument("--test-per-class", type=positive_int, help="synthetic-world test items per class (default: the world's, 40)")
     g.add_argument("--per-class", type=positive_int, default=30, help="probes per class in a task grid (30)")
     g.add_argument("--grid-seed", type=count, default=0, help="seed of the probe draw (0)")
     g.add_argument("--stratified", action="store_true", help="draw probes per class instead of uniformly")
@@ -74,11 +79,11 @@ def _model(required_help: str = "") -> Parser:
     return p
 
 
-def _ridge(default_b: float | None = 1e-6, note: str = "1e-6") -> Parser:
+def _ridge() -> Parser:
     p = Parser(add_help=False)
     g = p.add_argument_group("closed form")
-    g.add_argument("--ridge-a", type=non_negative_float, default=1e-2, help="probe-side ridge, relative to mean sigma(F)^2 (1e-2)")
-    g.add_argument("--ridge-b", type=non_negative_float, default=default_b, help=f"landmark-side ridge, relative to mean sigma(G)^2 ({note})")
+    g.add_argument("--ridge-a", type=non_negative_float, default=RIDGE_A, help=f"probe-side ridge, relative to mean sigma(F)^2 ({RIDGE_A:g})")
+    g.add_argument("--ridge-b", type=non_negative_float, default=RIDGE_B, help=f"landmark-side ridge, relative to mean sigma(G)^2 ({RIDGE_B:g})")
     return p
 
 
@@ -101,6 +106,18 @@ def _recipe() -> Parser:
     g.add_argument("--orthoreg", type=non_negative_float, metavar="COEF", help="OrthoReg coefficient lambda (0: off)")
     g.add_argument("--max-steps", type=positive_int, help="cap on optimiser steps")
     return p
+
+
+def _experiment_options(p: Parser) -> None:
+    """The zoo and the ridges of `platonic grid`: a world's zoo runs with the world's settings unless overridden."""
+    g = p.add_argument_group("zoo and closed form")
+    g.add_argument("--world", default="image",
+                   help=f"registered world whose zoo runs without models in --config ({', '.join(world_names())}; image)")
+    g.add_argument("--families", nargs="+", help="zoo families to include (default: all)")
+    for side, lib in (("a", RIDGE_A), ("b", RIDGE_B)):
+        tuned = ", ".join(f"{n} {getattr(world_spec(n), f'ridge_{side}'):g}" for n in world_names())
+        g.add_argument(f"--ridge-{side}", type=non_negative_float,
+                       help=f"ridge_{side}, relative (default: the world's: {tuned}; models from --config: {lib:g})")
 
 
 def build_parser() -> Parser:
@@ -153,34 +170,43 @@ def build_parser() -> Parser:
     _allow_other_target(p)
     p.set_defaults(func=commands.cmd_evaluate)
 
-    grid_ridge = _ridge(None, "1e-6; synthetic worlds: the demo's 0.1")
-    p = sub.add_parser("grid", parents=[common, data, grid_ridge], help="run a cell grid and its studies; write report.md")
-    p.add_argument("--out", type=output_dir, metavar="DIR", help="run folder (rerunning resumes finished cells)")
-    p.add_argument("--world", choices=("image", "audio"), default="image", help="synthetic zoo to use without models in --config")
-    p.add_argument("--families", nargs="+", help="zoo families to include (default: all)")
+    p = sub.add_parser("grid", parents=[common, data], help="run cells with any registered methods and the studies; write report.md")
+    _experiment_options(p)
+    p.add_argument("--out", type=output_dir, metavar="DIR", help="run folder (rerunning with the same settings resumes finished cells)")
     p.add_argument("--task", dest="tasks", action="append", metavar="SPEC", help="tasks (default: the zoo's transfer tasks)")
     p.add_argument("--controls", nargs="+", metavar="SPEC", help="control sets (default: the world's)")
     p.add_argument("--kinds", nargs="+", choices=("addition", "negation"), default=["addition", "negation"])
     p.add_argument("--groups", nargs="+", choices=("cross-family", "same-architecture", "same-model"), default=["cross-family"])
     p.add_argument("--pairing", choices=("auto", "distinct", "any"), default="auto", help="source families of the two tasks")
-    p.add_argument("--alpha", type=finite_float, default=0.5, help="addition strength (0.5)")
-    p.add_argument("--strength", type=finite_float, default=1.0, help="negation strength (1.0)")
-    p.add_argument("--weight-space-coef", type=finite_float, default=0.5, help="task-arithmetic coefficient (0.5)")
-    p.add_argument("--sweep-alphas", nargs="+", type=finite_float, default=[0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0])
-    p.add_argument("--sweep-cells", type=count, default=200, help="cells per kind in the strength sweep, evenly spaced (200; 0: all)")
+    p.add_argument("--methods", type=lambda v: v.split(","), metavar="M1,M2,...",
+                   help=f"registered cell methods, e.g. closed_form,lora (zero_shot always; default: {','.join(CACHED)})")
+    p.add_argument("--method-cells", action="append", metavar="NAME=N", help="cap a method's cells per kind and group (N or all; lora: 8)")
+    for name, knob in (("alpha", "addition strength"), ("strength", "negation strength"), ("weight_space_coef", "task-arithmetic coefficient")):
+        p.add_argument(f"--{name.replace('_', '-')}", type=finite_float, help=f"{knob} ({default(CellSettings, name)})")
+    p.add_argument("--lora-lr", type=positive_float, help="LoRA-route learning rate (default: the world's, else LoraRouteConfig's)")
+    p.add_argument("--lora-epochs", type=positive_int, help="LoRA-route epochs (default: the world's, else LoraRouteConfig's)")
+    p.add_argument("--lora-steps", type=positive_int, help="cap on LoRA-route steps (default: LoraRouteConfig's)")
+    p.add_argument("--sweep-alphas", nargs="+", type=finite_float, help="strengths of the sweep (default: 0 to 2 in steps of 0.25)")
+    p.add_argument("--sweep-cells", type=count, help=f"cells per kind in the strength sweep, evenly spaced ({default(ExperimentConfig, 'sweep_cells')}; 0: all)")
     p.add_argument("--held-out", nargs="+", metavar="TASK", help="related tasks then the held-out task (worlds: their trio)")
     p.add_argument("--no-similarity", action="store_true", help="skip the descriptor similarity study")
-    p.add_argument("--similarity-probes", type=count, default=64, help="probes per task in the similarity union grid (64; 0: all)")
-    p.add_argument("--max-cells", type=positive_int, help="at most this many cells per kind")
+    p.add_argument("--similarity-probes", type=count,
+                   help=f"probes per task in the similarity union grid ({default(ExperimentConfig, 'similarity_probes')}; 0: all)")
+    p.add_argument("--max-cells", type=positive_int, help="at most this many cells per kind and group, evenly spread")
     # one thread: the grid is thousands of small products, which extra threads only slow down (5x here)
     p.set_defaults(func=commands.cmd_grid, models=None, finetuned=None, threads=1)
 
-    p = sub.add_parser("demo", parents=[common], help="the offline demo on the synthetic world")
-    p.add_argument("--out", type=output_dir, default="out/demo", help="output folder (out/demo)")
-    p.add_argument("--lora-cells", type=count, default=8, help="addition and negation cells that also run the LoRA route (8; 0: none)")
-    p.add_argument("--weight-space-cells", type=count, default=6, help="same-model cells with weight-space arithmetic (6; 0: none)")
+    demo = inspect.signature(demo_config).parameters
+    p = sub.add_parser("demo", parents=[common], help="the offline demo: the experiment runner's preset on a world's zoo")
+    p.add_argument("--out", type=output_dir, default="out/demo", help="run folder (out/demo; rerunning with the same settings resumes)")
+    p.add_argument("--world", "--modality", dest="world", default="image", help=f"registered world and its zoo ({', '.join(world_names())}; image)")
+    p.add_argument("--families", nargs="+", help="zoo families to include (default: all)")
+    p.add_argument("--lora-cells", type=count, default=demo["lora_cells"].default,
+                   help=f"addition and negation cells that also run the LoRA route ({demo['lora_cells'].default}; 0: none)")
+    p.add_argument("--weight-space-cells", type=count, default=demo["weight_space_cells"].default,
+                   help=f"same-model cells with weight-space arithmetic ({demo['weight_space_cells'].default}; 0: none)")
     p.add_argument("--orthoreg-tasks", type=count, default=0, help="run the OrthoReg study on this many tasks (0: off; ~2 min for 3)")
-    p.add_argument("--modality", choices=("image", "audio"), default="image", help="which world and zoo (image)")
+    p.set_defaults(batch_size=256)
     p.set_defaults(func=commands.cmd_demo)
     return parser
 

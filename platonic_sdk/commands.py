@@ -21,18 +21,17 @@ BANK_KIND = "operator_bank"
 
 # ---------------------------------------------------------------------------- tasks
 def _world_task(name: str, args: argparse.Namespace):
-    """A task of the built-in image or audio world, by name."""
-    from .worlds.image import TASK_SPECS as IMAGE_TASKS, ImageWorld
+    """A task of a registered synthetic world, by name."""
+    from .worlds.registry import world_names, world_spec
 
-    sizes = dict(seed=args.world_seed, train_per_class=args.train_per_class, test_per_class=args.test_per_class)
-    if name in IMAGE_TASKS:
-        return ImageWorld(**sizes).task(name)
-    from .worlds.audio import TASK_SPECS as AUDIO_TASKS, AudioWorld
-
-    if name in AUDIO_TASKS:
-        return AudioWorld(**sizes).task(name)
+    sizes = {k: v for k, v in (("seed", args.world_seed), ("train_per_class", args.train_per_class),
+                                ("test_per_class", args.test_per_class)) if v is not None}  # else the world's
+    worlds = {n: world_spec(n).make(**sizes) for n in world_names()}
+    for world in worlds.values():
+        if name in world.task_names:
+            return world.task(name)
     raise PlatonicError(
-        f"unknown task {name!r}: not a synthetic-world task ({', '.join([*IMAGE_TASKS, *AUDIO_TASKS])}) "
+        f"unknown task {name!r}: not a synthetic-world task ({', '.join(t for w in worlds.values() for t in w.task_names)}) "
         "and not a folder spec (images:PATH, audio:PATH, csv:PATH)"
     )
 
@@ -399,8 +398,9 @@ def workspace_from_config(args: argparse.Namespace):
             finetuned[(model, task)] = UTD.load(entry["utd"])
         else:
             finetuned[(model, task)] = load_model(models[model].family, _require(entry.get("checkpoint"), "finetuned.checkpoint"), args)
+    ridges = {k: getattr(args, k) for k in ("ridge_a", "ridge_b") if getattr(args, k) is not None}  # else the library's
     return Workspace(models, tasks, finetuned, list(controls), per_class=args.per_class, grid_seed=args.grid_seed,
-                     ridge_a=args.ridge_a, ridge_b=args.ridge_b, batch_size=args.batch_size, progress=not args.quiet)
+                     batch_size=args.batch_size, progress=not args.quiet, **ridges)
 
 
 def cmd_grid(args: argparse.Namespace) -> int:
@@ -411,52 +411,58 @@ def cmd_grid(args: argparse.Namespace) -> int:
 
 
 def _grid(args: argparse.Namespace, folder) -> int:
-    from .evaluate.experiment import ExperimentConfig, run_experiment
+    from .evaluate.experiment import ExperimentConfig, run_experiment, selections
+    from .evaluate.methods import CACHED
+    from .evaluate.settings import CellSettings
+    from .evaluate.workspace import zoo_workspace
+    from .worlds.registry import world_spec
 
     started = time.perf_counter()
     if args.models:
-        args.ridge_b = PAPER_RIDGE_B if args.ridge_b is None else args.ridge_b
-        ws = workspace_from_config(args)
-        describe = {"models": f"from {args.config}"}
+        ws, lora, describe = workspace_from_config(args), {}, {"models": f"from {args.config}"}
     else:
-        ws, describe = world_workspace(args)
+        ws, describe = zoo_workspace(args.world, seed=args.world_seed, families=args.families, tasks=args.tasks, controls=args.controls,
+                                     ridge_a=args.ridge_a, ridge_b=args.ridge_b, device=args.device, train_per_class=args.train_per_class,
+                                     test_per_class=args.test_per_class, per_class=args.per_class, grid_seed=args.grid_seed,
+                                     batch_size=args.batch_size, progress=not args.quiet)
+        spec = world_spec(args.world)
+        lora = dict(spec.lora)
+        if args.held_out is None:
+            args.held_out = list(spec.make(seed=args.world_seed).trio)
     held_out = []
-    for spec in args.held_out or ():  # evaluation-only tasks join the workspace (never probed, never fine-tuned)
-        task = ws.tasks.get(spec) or resolve_task(spec, args)
+    for name in args.held_out or ():  # evaluation-only tasks join the workspace (never probed, never fine-tuned)
+        task = ws.tasks.get(name) or resolve_task(name, args)
         ws.tasks.setdefault(task.name, task)
         held_out.append(task.name)
+    lora.update({"ridge_b": ws.ridge_b, **{k: v for k, v in (("lr", args.lora_lr), ("epochs", args.lora_epochs),
+                                                              ("max_steps", args.lora_steps)) if v is not None}})
+    given = lambda *names: {k: getattr(args, k) for k in names if getattr(args, k) is not None}  # noqa: E731  (else the classes' defaults)
+    counts = {k: v or None for k, v in given("sweep_cells", "similarity_probes").items()}  # 0: every cell / probe
     config = ExperimentConfig(
-        kinds=args.kinds, groups=args.groups, pairing=args.pairing, alpha=args.alpha, strength=args.strength,
-        weight_space_coef=args.weight_space_coef, sweep_alphas=args.sweep_alphas, held_out=tuple(held_out),
-        similarity=not args.no_similarity, similarity_probes=args.similarity_probes or None, max_cells=args.max_cells,
-        sweep_cells=args.sweep_cells or None,
+        cells=selections(args.kinds, args.groups, args.max_cells), pairing=args.pairing,
+        settings=CellSettings(**given("alpha", "strength", "weight_space_coef"), lora=lora, seed=args.seed),
+        methods=tuple(dict.fromkeys(["zero_shot", *args.methods])) if args.methods else CACHED,
+        method_cells=dict(parse_method_cells(args.method_cells or [])), held_out=tuple(held_out), similarity=not args.no_similarity,
+        **given("sweep_alphas"), **counts,
     )
-    describe = {**describe, "seed": args.seed, "command": "platonic grid", "task specs": [*(args.tasks or ()), *(args.controls or ())],
+    describe = {**describe, "command": "platonic grid", "task specs": [*(args.tasks or ()), *(args.controls or ())],
                 **{k: getattr(args, k) for k in ("world_seed", "train_per_class", "test_per_class", "test_fraction", "data_root")}}
     summary = run_experiment(ws, folder, config, describe, progress=not args.quiet)
     wall = time.perf_counter() - started
-    print(f"{summary['cells']} cells; report {summary['report']}; wall time {wall:.1f} s (run stages {summary['timings']['total']:.1f} s)")
+    print(f"{summary['cells']['records']} cells; report {folder.path / 'report.md'}; wall time {wall:.1f} s "
+          f"(run stages {summary['timings']['total']:.1f} s)")
     return 0
 
 
-PAPER_RIDGE_B = 1e-6
-# world name -> (module of the world, its class, module with the zoo's workspace_for_grid)
-WORLDS = {
-    "image": ("platonic_sdk.worlds.image", "ImageWorld", "platonic_sdk.worlds.zoo"),
-    "audio": ("platonic_sdk.worlds.audio", "AudioWorld", "platonic_sdk.worlds.audio"),
-}
-
-
-def world_workspace(args: argparse.Namespace):
-    """A synthetic world's shipped zoo as a Workspace, with the world's ridge and held-out trio as defaults."""
-    import importlib
-
-    world_module, world_class, zoo_module = WORLDS[args.world]
-    if args.ridge_b is None:
-        args.ridge_b = importlib.import_module(world_module).RIDGE_B  # the world's landmark ridge (METHOD sec. 11)
-    if args.held_out is None:
-        args.held_out = list(getattr(importlib.import_module(world_module), world_class)().trio)
-    return importlib.import_module(zoo_module).workspace_for_grid(args)
+def parse_method_cells(items: Sequence[str]) -> list[tuple[str, int | None]]:
+    """(method, cap) pairs of --method-cells NAME=N (N = all: every cell)."""
+    out = []
+    for item in items:
+        name, sep, count = item.partition("=")
+        if not sep or not (count == "all" or count.isdigit()):
+            raise PlatonicError(f"--method-cells takes NAME=N or NAME=all, got {item!r}")
+        out.append((name, None if count == "all" else int(count)))
+    return out
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -27,6 +27,11 @@ __all__ = [
 ]
 
 
+# The paper's ridge factors, relative to mean sigma(F)^2 and mean sigma(G)^2 (METHOD sec. 4): every
+# library default reads these; the synthetic worlds declare their own (worlds/registry.py).
+RIDGE_A = 1e-2
+RIDGE_B = 1e-6
+
 def unit_rows(x: Tensor) -> Tensor:
     """Rows scaled to unit L2 norm: x_i / ||x_i||."""
     return torch.nn.functional.normalize(x, dim=-1)
@@ -138,7 +143,7 @@ class RidgeSolver:
         return self.many(U[None])[0]
 
 
-def ridge_solver(F: Tensor, G: Tensor, ridge_a: float = 1e-2, ridge_b: float = 1e-6, method: str = "svd") -> RidgeSolver:
+def ridge_solver(F: Tensor, G: Tensor, ridge_a: float = RIDGE_A, ridge_b: float = RIDGE_B, method: str = "svd") -> RidgeSolver:
     """Factorise F (P x q) and G (M x d) once; return U (P x M) -> A = X*^T (d x q).
 
     X* = argmin ||F X G^T - U||^2 + mu_b ||F X||^2 + mu_a ||X G^T||^2 + mu_a mu_b ||X||^2
@@ -157,12 +162,12 @@ def ridge_solver(F: Tensor, G: Tensor, ridge_a: float = 1e-2, ridge_b: float = 1
     return RidgeSolver(ridge_pinv(F, ridge_a, method), ridge_pinv(G.to(F.device), ridge_b, method), F.dtype)
 
 
-def ridge_operator(F: Tensor, G: Tensor, U: Tensor, ridge_a: float = 1e-2, ridge_b: float = 1e-6) -> Tensor:
+def ridge_operator(F: Tensor, G: Tensor, U: Tensor, ridge_a: float = RIDGE_A, ridge_b: float = RIDGE_B) -> Tensor:
     """One-shot two-sided ridge solve: the d x q operator A with f -> f + A f (see ridge_solver)."""
     return ridge_solver(F, G, ridge_a, ridge_b)(U)
 
 
-def head_update(H: Tensor, G: Tensor, U: Tensor, ridge_a: float = 1e-2, ridge_b: float = 1e-6) -> tuple[Tensor, Tensor]:
+def head_update(H: Tensor, G: Tensor, U: Tensor, ridge_a: float = RIDGE_A, ridge_b: float = RIDGE_B) -> tuple[Tensor, Tensor]:
     """Residual-head solve: rows of H are [u; 1] / ||z||; returns (dW_2, db_2) for the head's last affine.
 
     The first-order affinity change of W_2 += dW, b_2 += db is H [dW^T; db^T] G^T, fitted to U by

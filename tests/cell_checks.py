@@ -3,7 +3,8 @@
 import pytest
 
 from platonic_sdk.evaluate import accuracy
-from platonic_sdk.evaluate.grid import addition_cells, evaluate_cell
+from platonic_sdk.evaluate.cells import addition_cells
+from platonic_sdk.evaluate.methods import evaluate_cell
 from platonic_sdk.transfer.edit import OperatorEdit
 
 

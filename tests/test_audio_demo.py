@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from platonic_sdk import from_config
-from platonic_sdk.demo import DemoConfig, run_demo
+from platonic_sdk.demo import demo_config
+from platonic_sdk.evaluate.experiment import run_experiment
 from platonic_sdk.evaluate.workspace import Workspace
 from platonic_sdk.evaluate.zeroshot import accuracy
 from platonic_sdk.finetune.source import FinetuneConfig, finetune
@@ -43,10 +44,12 @@ def tiny_setup():
 
 def test_audio_demo_runs_every_stage(tiny_setup, tmp_path) -> None:
     world, ws, describe = tiny_setup
-    report = run_demo(DemoConfig(seed=5, modality="audio"), tmp_path, progress=False, setup=(ws, describe))
+    report = run_experiment(ws, tmp_path, demo_config("audio", seed=5))
     on_disk = json.loads((tmp_path / "report.json").read_text())
     assert on_disk["addition"]["cells"] == report["addition"]["cells"] == 2 * 3  # 2 targets x 3 task pairs
-    assert on_disk["held_out"]["task"] == "muffled_vibrato"
+    assert on_disk["held_out"]["task"] == "muffled_vibrato" and on_disk["same_cells"]["lora"]["addition"]["cells"] == 6
+    recipe = on_disk["config"]["settings"]["lora"]  # the audio world's recipe
+    assert (recipe["lr"], recipe["epochs"], recipe["ridge_b"]) == (3e-3, 20, 1.0)
     direct = {(t, n): accuracy(ws.models[t], ws.tasks[n]) for t in ws.families for n in TASKS}
     cells = [json.loads(line) for line in (tmp_path / "cells.jsonl").read_text().splitlines()]
     add = [c for c in cells if c["kind"] == "addition"]

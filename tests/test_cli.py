@@ -223,8 +223,10 @@ def test_grid_from_a_config_file(descriptors, capsys):
     # two targets x one cross source pair (addition) + two targets x one source x two tasks (negation)
     assert sorted(c["kind"] for c in cells) == ["addition"] * 2 + ["negation"] * 4
     report = (work / "run/report.md").read_text()
-    assert "## Two-task addition" in report and "| ridge_b (relative) | 0.1 |" in report
-    assert sorted(p.name for p in (work / "run/figures").iterdir()) == ["accumulation.png", "similarity.png", "strength_sweep.png", "two_task_scatter.png"]
+    assert "## Two-task addition" in report and "| ridge_b | 0.1 |" in report and "| ridge_a | 0.01 |" in report  # the library's ridge_a
+    assert sorted(p.name for p in (work / "run/figures").iterdir()) == ["accumulation.png", "per_task.png", "similarity.png", "strength_sweep.png",
+                                                                        "two_task_scatter.png"]
+    in_process(capsys, work, "grid", "run.settings.alpha: 0.5 -> 0.7", "--config", "grid.toml", "--out", "run", "--alpha", "0.7")
     (work / "bad.toml").write_text("[grid]\nalpah = 0.5\n")
     in_process(capsys, work, "grid", "alpah", "--config", "bad.toml", "--out", "run2")
     assert not (work / "run2").exists()

@@ -1,18 +1,24 @@
-"""The demo pipeline end to end on a CI-sized world: tiny models pretrained for a few steps with the
-world's own loop, fine-tuned for a few steps, then every demo stage; plus the pretraining losses."""
+"""The demo preset end to end on a CI-sized world: tiny models pretrained for a few steps with the
+world's own loop, fine-tuned for a few steps, then every stage; `platonic demo` and `platonic grid`
+agree on the same cells and settings; plus the pretraining losses."""
 
 from __future__ import annotations
 
 import json
 import math
 
+import attrs
 import numpy as np
 import pytest
 import torch
 
-from platonic_sdk import from_config
-from platonic_sdk.demo import DemoConfig, register_method, run_demo, EXTRA_METHODS
+from platonic_sdk import cli, from_config
+from platonic_sdk.demo import demo_config
+from platonic_sdk.evaluate.experiment import run_experiment
+from platonic_sdk.evaluate.methods import METHODS, eval_names, register_method
 from platonic_sdk.evaluate.workspace import Workspace
+from platonic_sdk.worlds import registry
+from platonic_sdk.worlds.zoo import finetune_path
 from platonic_sdk.evaluate.zeroshot import accuracy
 from platonic_sdk.finetune.source import FinetuneConfig, finetune
 from platonic_sdk.worlds.image import ImageWorld
@@ -55,82 +61,130 @@ def test_pretraining_lowers_the_loss() -> None:
     assert not enc.model.training
 
 
+TINY = dict(train_per_class=6, test_per_class=3)
+
+
 @pytest.fixture(scope="module")
 def tiny_setup():
     torch.set_num_threads(1)
-    world = ImageWorld(seed=3, train_per_class=4, test_per_class=3)
+    world = ImageWorld(seed=3, **TINY)
     images, captions = world.corpus(96)
     tok = world_tokenizer(world, captions)
-    models, finetuned = {}, {}
+    models, finetuned, tuned = {}, {}, {}
     for i, (family, loss) in enumerate((("clip", "contrastive"), ("siglip", "sigmoid"))):
         enc = from_config(family, None, tokenizer=tok, seed=i)
         pretrain(enc, images, captions, PretrainConfig(loss=loss, steps=4, batch_size=32, warmup=1), progress=False)
         models[family] = enc
         for name in TASKS:
-            ft = finetune(enc, world.task(name), FinetuneConfig(lr=1e-2, max_steps=2, batch_size=8), progress=False)
-            finetuned[(family, name)] = ft.encoder
+            tuned[(family, name)] = finetune(enc, world.task(name), FinetuneConfig(lr=1e-2, max_steps=2, batch_size=8), progress=False)
+            finetuned[(family, name)] = tuned[(family, name)].encoder
     tasks = {n: world.task(n) for n in (*TASKS, world.trio[2], *world.controls)}
     ws = Workspace(models, tasks, finetuned, world.controls, per_class=2, grid_seed=3)
-    describe = {"related": list(world.trio[:2]), "held_out": world.trio[2]}
-    return world, ws, describe
+    return world, ws, tuned
+
+
+LORA = {"max_steps": 2}  # the LoRA route for two steps: enough to test the wiring
 
 
 def test_demo_pipeline_end_to_end(tiny_setup, tmp_path) -> None:
-    world, ws, describe = tiny_setup
+    world, ws, _ = tiny_setup
     calls = []
 
-    def fake_route(ws_, cell, settings):  # an extra method: here, zero-shot again, to test the hook
+    def fake_route(ws_, cell, settings):  # a registered method: here, zero-shot again, to test the hook
         calls.append(cell.key)
-        return ws_.accuracies(cell.target, list(cell.tasks) + list(ws_.controls))
+        return ws_.accuracies(cell.target, eval_names(ws_, cell))
 
     register_method("probe_hook", fake_route, kinds=("addition",), max_cells=2)
     try:
-        report = run_demo(DemoConfig(seed=3, lora_cells=1, lora_steps=2, weight_space_cells=2), tmp_path, progress=False, setup=(ws, describe))
+        config = demo_config("image", seed=3, lora_cells=1, weight_space_cells=2)
+        config = attrs.evolve(config, methods=(*config.methods, "probe_hook"),
+                              settings=attrs.evolve(config.settings, lora={**config.settings.lora, **LORA}))
+        report = run_experiment(ws, tmp_path, config, title="platonic demo")
     finally:
-        EXTRA_METHODS.pop("probe_hook")
+        METHODS.pop("probe_hook")
     on_disk = json.loads((tmp_path / "report.json").read_text())
     assert on_disk["addition"]["cells"] == report["addition"]["cells"] == 2 * 3  # 2 targets x 3 pairs, 1 other source
     assert on_disk["negation"]["cells"] == 2 * 3
-    for method in ("zero_shot", "closed_form", "random", "single_a", "single_b", "oracle"):
+    for method in ("zero_shot", "closed_form", "random_utd", "single_a", "single_b", "oracle"):
         assert set(on_disk["addition"][method]) >= {"task_a", "task_b", "control"}
     for method in ("zero_shot", "closed_form"):
         assert set(on_disk["negation"][method]) >= {"removed", "control"}
-    assert {"zero_shot", "closed_form"} <= set(on_disk["held_out"])
+    assert {"zero_shot", "closed_form"} <= set(on_disk["held_out"]) and on_disk["held_out"]["task"] == world.trio[2]
     assert {"same_task_cross_model", "same_model_cross_task"} <= set(on_disk["similarity"])
     assert len(calls) == 2 and on_disk["addition"]["probe_hook"]["cells"] == 2
-    # addition and negation tables, and the LoRA route against the closed form on its own cells of each kind
-    assert (tmp_path / "report.md").read_text().count("ours, closed form") == 4
-    for kind in ("addition", "negation"):
-        same = on_disk["lora_same_cells"][kind]
+    text = (tmp_path / "report.md").read_text()
+    for heading in ("## Two-task addition, cross-family", "## Negation, cross-family", "## Two-task addition, same-model",
+                    "## ours, LoRA route vs closed form on the same addition cells", "## Strength sweep", "## Accumulation",
+                    "## Held-out transfer", "## Per task", "| lora lr | 0.003 |", "| lora ridge_b | 0.5 |"):
+        assert heading in text
+    # the figures: at least four PNGs, each linked from report.md
+    assert set(on_disk["figures"]) == {"scatter", "sweep", "accumulation", "similarity", "per_task"}
+    for rel in on_disk["figures"].values():
+        assert (tmp_path / rel).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({rel})" in text
+    for kind in ("addition", "negation"):  # the LoRA route against the closed form on its own cells of each kind
+        same = on_disk["same_cells"]["lora"][kind]
         assert same["cells"] == 1 and same["lora"]["cells"] == 1 and on_disk[kind]["lora"]["cells"] == 1
-    same = on_disk["lora_same_cells"]["addition"]
+    same = on_disk["same_cells"]["lora"]["addition"]
     assert on_disk["checks"]["lora_control_minus_closed_form"] == pytest.approx(same["lora"]["control"] - same["closed_form"]["control"])
     lora_task = np.mean([same["lora"]["task_a"], same["lora"]["task_b"]]) - np.mean([same["closed_form"]["task_a"], same["closed_form"]["task_b"]])
     assert on_disk["checks"]["lora_task_minus_closed_form"] == pytest.approx(lora_task)
-    assert on_disk["addition_same_model"]["cells"] == 2 and on_disk["addition"]["weight_space"]["cells"] == 2
+    assert on_disk["addition_same_model"]["cells"] == 2 and on_disk["addition_same_model"]["weight_space"]["cells"] == 2
     assert "orthoreg" not in on_disk  # the OrthoReg study is opt-in
 
     # independent check: zero-shot through a real forward pass on each target, averaged like the report
     direct = {(t, name): accuracy(ws.models[t], ws.tasks[name]) for t in ws.families for name in TASKS}
     cells = [json.loads(line) for line in (tmp_path / "cells.jsonl").read_text().splitlines()]
-    add = [c for c in cells if c["kind"] == "addition"]
+    add = [c for c in cells if c["kind"] == "addition" and c["group"] == "cross-family" and "zero_shot" in c["results"]]
     assert report["addition"]["zero_shot"]["task_a"] == pytest.approx(np.mean([direct[(c["target"], c["tasks"][0])] for c in add]))
     # every cross-family cell takes its descriptors from the other family only
-    assert all(c["target"] not in c["sources"] for c in cells)
+    assert all(c["target"] not in c["sources"] for c in cells if c["group"] == "cross-family")
+
+
+@pytest.fixture
+def tiny_zoo(tiny_setup, tmp_path):
+    """The tiny models saved as a registered world's shipped zoo (a manifest, members, fine-tunes)."""
+    _, ws, tuned = tiny_setup
+    zoo = tmp_path / "zoo"
+    for name, enc in ws.models.items():
+        enc.save(str(zoo / name))
+    for (name, task), ft in tuned.items():
+        ft.save(finetune_path(zoo, name, task))
+    members = {n: {"family": n, "embed_dim": m.embed_dim} for n, m in ws.models.items()}
+    (zoo / "zoo.json").write_text(json.dumps({"members": members}))
+    spec = registry.register_world(registry.WorldSpec("tiny", lambda **kw: ImageWorld(**{**TINY, **kw}), zoo, ridge_a=0.05,
+                                                      ridge_b=0.3, lora={"lr": 1e-2, "epochs": 1, **LORA}))
+    yield spec
+    registry.WORLDS.pop("tiny")
+
+
+def test_demo_and_grid_give_the_same_numbers_on_the_same_cells(tiny_zoo, tmp_path) -> None:
+    common = ["--world", "tiny", "--seed", "3", "--quiet"]
+    assert cli.main(["demo", *common, "--out", str(tmp_path / "demo"), "--lora-cells", "1", "--weight-space-cells", "0"]) == 0
+    methods = "zero_shot,random_utd,single_a,single_b,closed_form,oracle,weight_space,lora"
+    assert cli.main(["grid", *common, "--out", str(tmp_path / "grid"), "--world-seed", "3", "--grid-seed", "3", "--batch-size", "256",
+                     "--similarity-probes", "0", "--methods", methods, "--method-cells", "lora=1"]) == 0
+    demo, grid = (json.loads((tmp_path / d / "report.json").read_text()) for d in ("demo", "grid"))
+    for key in ("addition", "negation", "same_cells", "held_out", "per_task", "similarity", "checks"):
+        assert demo[key] == grid[key], key
+    assert demo["addition"]["lora"]["cells"] == 1 and demo["config"]["ridge_b"] == grid["config"]["ridge_b"] == 0.3
+    recipe = demo["config"]["settings"]["lora"]  # the whole recipe the LoRA route used: the world's, LoraRouteConfig's defaults
+    assert {k: recipe[k] for k in ("lr", "epochs", "max_steps", "ridge_b", "rank", "seed")} == {
+        "lr": 1e-2, "epochs": 1, "max_steps": 2, "ridge_b": 0.3, "rank": 16, "seed": 3}
+    text = (tmp_path / "grid" / "report.md").read_text()
+    assert "| ridge_a | 0.05 |" in text and "| lora lr | 0.01 |" in text  # the report says what it used
 
 
 def test_closed_form_cell_matches_a_folded_model(tiny_setup) -> None:
     assert_closed_form_cell_is_the_folded_model(tiny_setup[1])
 
 
-
 def test_orthoreg_table_lists_every_method_plain_then_orthoreg() -> None:
-    from platonic_sdk.demo import orthoreg_tables
+    from platonic_sdk.evaluate.report import orthoreg_section
 
     runs = [{"method": m, "orthoreg": lam, "mean_cosine": 0.1, "coef": 0.5 + 3.5 * (m == "iso_c"), "grid_top": 4.0,
              "merged_mean": 50.0 + i, "normalised": 0.9}
             for i, (lam, m) in enumerate((lam, m) for lam in (0.0, 1.0) for m in ("task_arithmetic", "ties", "iso_c"))]
-    (table,) = orthoreg_tables({"orthoreg": {"family": "clip", "tasks": ["a", "b"], "runs": runs}})
+    table = orthoreg_section({"family": "clip", "tasks": ["a", "b"], "runs": runs})
     rows = [[c.strip() for c in line.split("|")[1:5]] for line in table.splitlines() if line.startswith("|")][2:]
     assert [r[:2] for r in rows] == [[m, lam] for m in ("task_arithmetic", "ties", "iso_c") for lam in ("0.00", "1.00")]
     assert [r[3] for r in rows] == ["0.50"] * 4 + ["4.00 (grid top)"] * 2

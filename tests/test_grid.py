@@ -1,9 +1,9 @@
-"""Cell grid runner: cell enumeration, per-cell numbers against real folds, resume, shared caches."""
+"""The cell matrix and its methods: cell enumeration, per-cell numbers against real folds, shared caches
+(resume and the run-folder guards: test_runfolder.py)."""
 
 from __future__ import annotations
 
 import copy
-import json
 import math
 from collections import Counter
 
@@ -12,14 +12,10 @@ import pytest
 import platonic_sdk as ps
 from platonic_sdk.descriptor import UTD
 from platonic_sdk.evaluate import accuracy
-from platonic_sdk.evaluate.grid import (
-    CellSettings,
-    addition_cells,
-    evaluate_cell,
-    negation_cells,
-    relation,
-    run_cells,
-)
+from platonic_sdk.evaluate.cells import CellSettings, addition_cells, negation_cells, relation
+from platonic_sdk.evaluate.experiment import run_experiment
+from platonic_sdk.evaluate.methods import evaluate_cell
+from platonic_sdk.evaluate.settings import ExperimentConfig
 from platonic_sdk.finetune import TaskVector
 
 from grid_zoo import CONTROL, TASKS, build_models, build_tasks, build_workspace
@@ -38,10 +34,6 @@ def tasks():
 @pytest.fixture(scope="module")
 def ws(models, tasks):
     return build_workspace(models, tasks)
-
-
-def _strip(records):
-    return [{k: v for k, v in r.items() if k != "seconds"} for r in records]
 
 
 def test_relations_follow_the_architecture(ws):
@@ -109,39 +101,6 @@ def test_negation_and_weight_space_on_a_same_architecture_cell(ws, models, tasks
     assert ws.accuracies("clip", [task]) == pytest.approx({task: accuracy(models["clip"], tasks[task])})
 
 
-def test_interrupted_run_resumes_without_redoing_cells(ws, tmp_path):
-    cells = addition_cells(ws)[:5] + negation_cells(ws)[:3]
-    clean = run_cells(ws, cells, tmp_path / "clean.jsonl")
-
-    class Stop(Exception):
-        pass
-
-    def stop_after(k):
-        seen = []
-
-        def hook(record):
-            seen.append(record["key"])
-            if len(seen) == k:
-                raise Stop
-        return hook, seen
-
-    path = tmp_path / "run.jsonl"
-    hook, first = stop_after(3)
-    with pytest.raises(Stop):
-        run_cells(ws, cells, path, on_record=hook)
-    assert len(path.read_text().splitlines()) == 3
-    with path.open("a") as fh:  # a run killed in the middle of writing a line
-        fh.write('{"key": "addition|tor')
-    hook, second = stop_after(10**6)
-    fresh = build_workspace()  # a new process: no in-memory caches
-    resumed = run_cells(fresh, cells, path, on_record=hook)
-    assert not set(first) & set(second) and set(first) | set(second) == {c.key for c in cells}
-    assert _strip(resumed) == _strip(clean)
-    assert [json.loads(line)["key"] for line in path.read_text().splitlines()] == first + second
-    with pytest.raises(ps.PlatonicError, match="use a new output path"):
-        run_cells(ws, cells, path, CellSettings(alpha=1.0))
-
-
 def test_no_item_is_encoded_twice_by_one_model(models, tasks, tmp_path):
     counts: Counter = Counter()
     three = {k: copy.deepcopy(models[k]) for k in ("clip", "siglip", "wide")}
@@ -154,7 +113,8 @@ def test_no_item_is_encoded_twice_by_one_model(models, tasks, tmp_path):
             return _orig(items)
 
         model.preprocess = counting
-    run_cells(ws3, addition_cells(ws3) + negation_cells(ws3), tmp_path / "cells.jsonl")
+    cells_only = ExperimentConfig(sweep_cells=1, accumulation=False, guarantee=False, similarity=False)
+    run_experiment(ws3, tmp_path, cells_only)
     probes = sum(ws3.grid(t).shape[0] for t in TASKS)
     tests = sum(len(tasks[t].test) for t in (*TASKS, CONTROL))
     assert dict(counts) == {name: probes + tests for name in three}

@@ -1,14 +1,14 @@
 """The LoRA route as a cell method: it fits the cell's own composition and measures real forward passes."""
 
-import attrs
 import torch
 
 from grid_zoo import build_workspace
-from platonic_sdk.evaluate.grid import CellSettings, addition_cells, negation_cells
-from platonic_sdk.evaluate.lora_cells import LoraCellMethod
+from platonic_sdk.evaluate.cells import CellSettings, addition_cells, negation_cells
+from platonic_sdk.evaluate.methods import lora
 from platonic_sdk.transfer.lora import LoraRouteConfig, fit_lora
 
-CONFIG = LoraRouteConfig(rank=2, lora_alpha=4.0, max_steps=3, batch_size=16, lr=1e-2)
+RECIPE = dict(rank=2, lora_alpha=4.0, max_steps=3, batch_size=16, lr=1e-2)
+CONFIG = LoraRouteConfig(**RECIPE)
 
 
 def _weights(model):
@@ -20,7 +20,7 @@ def test_lora_cell_equals_a_manual_fit_and_leaves_the_target_untouched():
     cell = next(c for c in addition_cells(ws) if c.target == "siglip")
     target = ws.models[cell.target]
     before = _weights(target)
-    got = LoraCellMethod(CONFIG, deploy=0.7)(ws, cell, CellSettings())
+    got = lora(ws, cell, CellSettings(alpha=0.7, lora=RECIPE))
     assert all(torch.equal(v, target.model.state_dict()[k]) for k, v in before.items())
     names = [*cell.tasks, *ws.controls]
     assert set(got) == set(names)
@@ -33,8 +33,8 @@ def test_lora_cell_equals_a_manual_fit_and_leaves_the_target_untouched():
 def test_negation_cell_fits_the_negated_descriptor_and_deploys_at_the_cell_strength():
     ws = build_workspace()
     cell = next(c for c in negation_cells(ws) if c.target == "clip")
-    settings = CellSettings(alpha=0.9, strength=0.5)
-    got = LoraCellMethod(CONFIG)(ws, cell, settings)
+    settings = CellSettings(alpha=0.9, strength=0.5, lora=RECIPE)
+    got = lora(ws, cell, settings)
     edit = fit_lora(ws.models["clip"], -ws.descriptor(cell.sources[0], cell.tasks[0]), [ws.grid(cell.tasks[0])], CONFIG, progress=False)
     assert got == ws.live_accuracies("clip", [*cell.tasks, *ws.controls], edit.scaled(0.5))
 
@@ -43,9 +43,9 @@ def test_addition_cell_deploys_at_the_cells_alpha_like_the_closed_form():
     ws = build_workspace()
     cell = next(c for c in addition_cells(ws) if c.target == "clip")
     composition = ws.descriptor(cell.sources[0], cell.tasks[0]) + ws.descriptor(cell.sources[1], cell.tasks[1])
-    strong = attrs.evolve(CONFIG, lr=5e-2, max_steps=10)  # moves predictions, so the deploy strength shows
+    strong = LoraRouteConfig(**{**RECIPE, "lr": 5e-2, "max_steps": 10})  # moves predictions, so the deploy strength shows
     edit = fit_lora(ws.models["clip"], composition, [ws.grid(t) for t in cell.tasks], strong, progress=False)
     names = [*cell.tasks, *ws.controls]
-    got = LoraCellMethod(strong)(ws, cell, CellSettings(alpha=0.3, strength=0.8))
+    got = lora(ws, cell, CellSettings(alpha=0.3, strength=0.8, lora={**RECIPE, "lr": 5e-2, "max_steps": 10}))
     assert got == ws.live_accuracies("clip", names, edit.scaled(0.3))
     assert got != ws.live_accuracies("clip", names, edit)

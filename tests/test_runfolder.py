@@ -14,13 +14,17 @@ import pytest
 
 import platonic_sdk as ps
 from platonic_sdk import atomic, cli
-from platonic_sdk.evaluate.experiment import ExperimentConfig, run_experiment
+from platonic_sdk.evaluate.experiment import run_experiment
 from platonic_sdk.evaluate.runfolder import RunFolder, RunFolderBusy, read_records
+from platonic_sdk.evaluate.settings import CACHED, CellSettings, ExperimentConfig, selections
 
 from grid_zoo import build_workspace
 
-# a small run: 8 addition + 6 negation cells (3 mutually cross-family models), no studies but the sweep
-CONFIG = ExperimentConfig(max_cells=8, sweep_alphas=(0.0, 0.5), sweep_cells=2, accumulation=False, guarantee=False, similarity=False)
+# a small run: 8 addition + 8 negation cells (3 mutually cross-family models), the LoRA route (two steps)
+# on one cell of each kind as a second pass, no studies but the sweep
+CONFIG = ExperimentConfig(cells=selections(max_cells=8), methods=(*CACHED, "lora"), method_cells={"lora": 1},
+                          settings=CellSettings(lora={"rank": 2, "max_steps": 2, "batch_size": 16}),
+                          sweep_alphas=(0.0, 0.5), sweep_cells=2, accumulation=False, guarantee=False, similarity=False)
 THREE = ("clip", "siglip", "wide")
 
 
@@ -45,7 +49,8 @@ class Killed(Exception):
 def test_a_killed_run_resumes_with_every_cell_exactly_once(ws, tmp_path):
     clean = run_experiment(ws, tmp_path / "clean", CONFIG)
     expected = _keys(tmp_path / "clean")
-    assert clean["cells"] == len(expected) == len(set(expected))
+    assert clean["cells"]["passes"] == len(expected) == len(set(expected)) == 8 + 8 + 2
+    assert clean["same_cells"]["lora"]["addition"]["lora"]["cells"] == 1
 
     seen = []
 
@@ -68,7 +73,8 @@ def test_a_killed_run_resumes_with_every_cell_exactly_once(ws, tmp_path):
 
 
 CHANGES = {  # what a resume changes -> (workspace, config, describe), and how the refusal names it
-    "alpha": (lambda ws: (ws, attrs.evolve(CONFIG, alpha=0.7), None), "run.alpha: 0.5 -> 0.7"),
+    "alpha": (lambda ws: (ws, attrs.evolve(CONFIG, settings=CellSettings(alpha=0.7)), None), "run.settings.alpha: 0.5 -> 0.7"),
+    "methods": (lambda ws: (ws, attrs.evolve(CONFIG, methods=("zero_shot", "closed_form")), None), "run.methods:"),
     "ridge": (lambda ws: (build_workspace(ws.models, ws.tasks, ridge_b=0.2), CONFIG, None), "ridge_b: 0.1 -> 0.2"),
     "grid": (lambda ws: (build_workspace(ws.models, ws.tasks, per_class=2), CONFIG, None), "per_class: 3 -> 2"),
     "world seed": (lambda ws: (ws, CONFIG, {"world_seed": 1}), "describe.world_seed: (absent) -> 1"),

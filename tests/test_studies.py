@@ -14,10 +14,12 @@ import torch
 import platonic_sdk as ps
 from platonic_sdk.descriptor import UTD
 from platonic_sdk.evaluate import accuracy, studies
-from platonic_sdk.evaluate.experiment import ExperimentConfig, run_experiment
-from platonic_sdk.evaluate.grid import addition_cells, negation_cells, run_cells
+from platonic_sdk.evaluate.cells import addition_cells, negation_cells
+from platonic_sdk.evaluate.experiment import run_experiment
 from platonic_sdk.evaluate.guarantee import guarantee_items
-from platonic_sdk.evaluate.report import cell_table
+from platonic_sdk.evaluate.methods import evaluate_cell
+from platonic_sdk.evaluate.report import cells_section, summarise
+from platonic_sdk.evaluate.settings import ExperimentConfig, selections
 from platonic_sdk.evaluate.similarity import similarity
 from platonic_sdk.tasks import Grid
 
@@ -72,10 +74,10 @@ def test_guarantee_holds_on_every_grid_record(ws):
         assert r["pooled"]["items"] == sum(len(ws.tasks[n].test) for n in r["per_set"])
 
 
-def test_strength_sweep_matches_the_grid_records(ws, tmp_path):
+def test_strength_sweep_matches_the_cell_records(ws):
     cells = addition_cells(ws)[:2] + negation_cells(ws)[:2]
     sweep = studies.strength_sweep(ws, cells, alphas=(0.0, 0.5, 1.0))
-    grid = {r["key"]: r for r in run_cells(ws, cells, tmp_path / "cells.jsonl")}
+    grid = {c.key: evaluate_cell(ws, c) for c in cells}
     for r in sweep:
         zero = grid[r["key"]]["results"]["zero_shot"]
         if r["alpha"] == 0.0:
@@ -134,30 +136,33 @@ def test_similarity_against_descriptors_computed_from_scratch(ws):
         assert capped.matrix[i, j] == pytest.approx(small[a].cosine(small[b]), abs=1e-5)
 
 
-def test_report_table_layout_and_means(ws, tmp_path):
-    records = run_cells(ws, addition_cells(ws)[:4], tmp_path / "cells.jsonl")
-    text = cell_table(records, "addition")
-    lines = text.splitlines()
-    assert lines[0] == f"| method | task A | task B | {CONTROL} | cells |"
+def test_report_table_layout_and_means(ws):
+    records = [evaluate_cell(ws, c) for c in addition_cells(ws)[:4]]
+    summary = {"addition": summarise(records, "addition")}
+    lines = cells_section(summary, "addition", "cross-family", 0.5).splitlines()
+    assert lines[0] == "## Two-task addition, cross-family, alpha 0.5 (4 cells)"
+    assert lines[2] == f"| method | task A | task B | {CONTROL} | control mean | cells |"
     ours = next(line for line in lines if line.startswith("| ours, closed form"))
     expected = np.mean([r["results"]["closed_form"][r["tasks"][1]] for r in records])
-    assert ours.split("|")[3].strip() == f"{expected:.2f}"
+    control = np.mean([r["results"]["closed_form"][CONTROL] for r in records])
+    assert [v.strip() for v in ours.split("|")[3:7]] == [f"{expected:.2f}", f"{control:.2f}", f"{control:.2f}", "4"]
 
 
 def test_run_folder_has_report_and_readable_figures(ws, tmp_path):
-    config = ExperimentConfig(max_cells=4, held_out=(TASKS[0], TASKS[1], TASKS[2]), sweep_alphas=(0.0, 1.0), sweep_cells=3)
+    config = ExperimentConfig(cells=selections(max_cells=4), held_out=(TASKS[0], TASKS[1], TASKS[2]), sweep_alphas=(0.0, 1.0), sweep_cells=3)
     summary = run_experiment(ws, tmp_path, config, {"seed": 0})
     report = (tmp_path / "report.md").read_text()
     for heading in ("## Two-task addition", "## Negation", "## Strength sweep", "## Accumulation",
-                    "## Held-out transfer", "## Guarantee diagnostic", "## Descriptor similarity", "| seed | 0 |"):
+                    "## Held-out transfer", "## Guarantee diagnostic", "## Descriptor similarity", "## Per task", "| seed | 0 |"):
         assert heading in report
-    assert "holds on every record" in report and "| cells (resumed from an earlier run) | 8 (0) |" in report
-    assert set(summary["figures"]) == {"scatter", "sweep", "accumulation", "similarity"}
+    assert "holds on every record" in report and "| cell records (resumed) | 8 (0 of 8 passes) |" in report
+    assert set(summary["figures"]) == {"scatter", "sweep", "accumulation", "similarity", "per_task"}
     for rel in summary["figures"].values():
         data = (tmp_path / rel).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
         assert f"]({rel})" in report
-    assert summary["cells"] == 8 and math.isfinite(summary["timings"]["total"])
+    assert summary["cells"]["records"] == 8 and math.isfinite(summary["timings"]["total"])
+    assert json.loads((tmp_path / "report.json").read_text())["checks"] == summary["checks"]
     cells = [json.loads(line) for line in (tmp_path / "cells.jsonl").read_text().splitlines()]
     swept = json.loads((tmp_path / "studies.json").read_text())["sweep"]
     for kind in ("addition", "negation"):  # 3 of 4 cells, evenly spaced: the first and the last among them

@@ -1,7 +1,11 @@
-"""One experiment run over a workspace: cell grids, studies, figures and report.md in one folder.
+"""The one experiment runner: a spec (which cells, methods, settings and studies), a workspace
+(models, tasks, controls, fine-tunes), one guarded run folder, one report. `platonic grid` and
+`platonic demo` (a named preset per world, demo.py) both run it.
 
-Layout of `out/`: cells.jsonl (one record per finished cell; rerunning resumes), studies.json,
-figures/*.png, report.md. The studies are cheap (cached features) and are recomputed on each run.
+Layout of `out/`: run.json (every setting; a resume must repeat them), cells.jsonl (one record per
+finished cell and method pass; a rerun resumes), studies.json, report.json (the summaries),
+report.md (tables and figures) and figures/*.png. Methods with a cell cap (the LoRA route)
+run after the others, on cells spread evenly over each kind and group.
 """
 
 from __future__ import annotations
@@ -9,64 +13,46 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import attrs
 import numpy as np
 
 from ..errors import PlatonicError
+from ..progress import progress as progress_bar
 from . import plots, report, studies
-from .grid import GROUPS, CellSettings, addition_cells, negation_cells, run_cells
+from .cells import Cell, addition_cells, negation_cells
+from .methods import evaluate_cell, method
+from .settings import KINDS, CellSelection, ExperimentConfig, selections
 from .runfolder import RunFolder
 from .similarity import similarity
 from .workspace import Workspace
 
-
-def _floats(value: Sequence[float]) -> tuple[float, ...]:
-    return tuple(float(v) for v in value)
-
-
-@attrs.frozen
-class ExperimentConfig:
-    """What to run: cell kinds and groups, strengths, and which studies."""
-
-    kinds: tuple[str, ...] = attrs.field(default=("addition", "negation"), converter=tuple)
-    groups: tuple[str, ...] = attrs.field(default=("cross-family",), converter=tuple)
-    pairing: str = "auto"
-    alpha: float = 0.5
-    strength: float = 1.0
-    weight_space_coef: float = 0.5
-    sweep_alphas: tuple[float, ...] = attrs.field(default=studies.DEFAULT_ALPHAS, converter=_floats)
-    sweep_cells: int | None = 200  # per kind, evenly spaced over the grid (None: every cell)
-    accumulation: bool = True
-    held_out: tuple[str, ...] = attrs.field(default=(), converter=tuple)  # related tasks..., held-out task last
-    guarantee: bool = True
-    similarity: bool = True
-    similarity_probes: int | None = 64  # probes per task in the union grid (None: the whole grids)
-    max_cells: int | None = None  # per kind; None = all
-
-    def __attrs_post_init__(self) -> None:
-        if set(self.kinds) - {"addition", "negation"} or not self.kinds:
-            raise PlatonicError(f"kinds must be addition and/or negation, got {list(self.kinds)}")
-        if set(self.groups) - set(GROUPS) or not self.groups:
-            raise PlatonicError(f"groups must be among {', '.join(GROUPS)}, got {list(self.groups)}")
-        if self.held_out and len(self.held_out) < 2:
-            raise PlatonicError("held_out lists the related tasks then the held-out task (at least two names)")
-        for name in ("max_cells", "sweep_cells", "similarity_probes"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise PlatonicError(f"{name} must be positive, got {value}")
-
-    @property
-    def settings(self) -> CellSettings:
-        return CellSettings(self.alpha, self.strength, self.weight_space_coef)
-
-
-def spread(items: Sequence[Any], n: int | None) -> list[Any]:
-    """At most n items, evenly spaced over the sequence (all when n is None or large enough)."""
-    if n is None or len(items) <= n:
+def spread(items: Sequence[Any], count: int | None) -> list[Any]:
+    """At most `count` items, evenly spaced over the sequence (all when count is None or large enough)."""
+    if count is None or len(items) <= count:
         return list(items)
-    return [items[int(i)] for i in np.linspace(0, len(items) - 1, n).round()]
+    return [items[int(i)] for i in np.linspace(0, len(items) - 1, count).round()] if count > 0 else []
+
+
+def _cells_of(ws: Workspace, selection: CellSelection, pairing: str) -> list[Cell]:
+    if selection.kind == "addition":
+        cells = addition_cells(ws, groups=(selection.group,), pairing=pairing)
+    else:
+        cells = negation_cells(ws, groups=(selection.group,))
+    return spread(cells, selection.max_cells)
+
+
+def _passes(ws: Workspace, config: ExperimentConfig) -> list[tuple[str, Cell, tuple[str, ...]]]:
+    """(record key, cell, methods) of every record: uncapped methods on each cell, then each capped one."""
+    first, later = [], []
+    for selection in config.cells:
+        cells = _cells_of(ws, selection, config.pairing)
+        names = selection.methods or config.methods
+        first += [(c.key, c, tuple(m for m in names if config.cap(m) is None)) for c in cells]
+        for m in (m for m in names if config.cap(m) is not None and selection.kind in method(m).kinds):
+            later += [(f"{c.key}#{m}", c, (m,)) for c in spread(cells, config.cap(m))]
+    return first + later
 
 
 def run_experiment(
@@ -76,95 +62,127 @@ def run_experiment(
     describe: dict[str, Any] | None = None,
     on_record: Callable[[dict[str, Any]], None] | None = None,
     progress: bool = False,
+    title: str = "platonic grid",
 ) -> dict[str, Any]:
-    """Run every configured cell and study on `ws`, write the run folder; returns a summary dict.
+    """Run every selected cell, method and study on `ws` into the run folder; returns report.json's content.
 
     `out` is a folder path, or a RunFolder whose lock the caller already holds.
     """
     from .. import __version__
 
-    settings = {**ws.settings(), "run": attrs.asdict(config), "describe": describe or {}, "sdk_version": __version__}
+    describe = dict(describe or {})
+    settings = {**ws.settings(), "run": config.as_dict(), "describe": describe, "sdk_version": __version__}
     with contextlib.nullcontext(out) if isinstance(out, RunFolder) else RunFolder(out) as folder:
         folder.begin(settings)
-        return _run(ws, folder, config, describe, on_record, progress)
+        return _run(ws, folder, config, describe, on_record, progress, title)
 
 
-def _run(ws: Workspace, folder: RunFolder, config: ExperimentConfig, describe: dict[str, Any] | None,
-         on_record: Callable[[dict[str, Any]], None] | None, progress: bool) -> dict[str, Any]:
-    out = folder.path
+def _run(ws: Workspace, folder: RunFolder, config: ExperimentConfig, describe: dict[str, Any],
+         on_record: Callable[[dict[str, Any]], None] | None, progress: bool, title: str) -> dict[str, Any]:
     started = time.perf_counter()
     timings: dict[str, float] = {}
 
     def timed(stage: str, fn: Callable[[], Any]) -> Any:
         t0 = time.perf_counter()
         value = fn()
-        timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - t0
+        timings[stage] = round(timings.get(stage, 0.0) + time.perf_counter() - t0, 2)
         return value
 
-    cells = []
-    if "addition" in config.kinds:
-        cells += addition_cells(ws, groups=config.groups, pairing=config.pairing)[: config.max_cells]
-    if "negation" in config.kinds:
-        cells += negation_cells(ws, groups=config.groups)[: config.max_cells]
-    if not cells:
+    passes = _passes(ws, config)
+    if not passes:
         raise PlatonicError(
-            f"no cells to run: groups {list(config.groups)} over families {list(ws.families)} and tasks "
+            f"no cells to run: {[(s.kind, s.group) for s in config.cells]} over families {list(ws.families)} and tasks "
             f"{list(ws.transfer_tasks)} (cross-family cells need fine-tunes of at least two families)"
         )
-    keys = {c.key for c in cells}
-    resumed = sum(r["key"] in keys for r in folder.records())
-    records = timed("cells", lambda: run_cells(ws, cells, folder.cells_path, config.settings, on_record, progress))
-
     results: dict[str, Any] = {}
-    swept = [c for kind in config.kinds for c in spread([c for c in cells if c.kind == kind], config.sweep_cells)]
+    if config.similarity:  # first: it encodes what the cells reuse
+        results["similarity"] = timed("similarity", lambda: similarity(ws, union_probes=config.similarity_probes)).as_dict()
+    done = {r["key"]: r for r in folder.records()}
+    resumed = sum(key in done for key, _, _ in passes)
+
+    def run_passes() -> None:
+        for key, cell, names in progress_bar([p for p in passes if p[0] not in done], desc="cells", disable=not progress):
+            record = evaluate_cell(ws, cell, config.settings, names)
+            record = folder.append({**record, "key": key})
+            done[key] = record
+            if on_record is not None:
+                on_record(record)
+
+    timed("cells", run_passes)
+    records: dict[str, dict[str, Any]] = {}
+    for key, cell, _ in passes:  # one record per cell, with every method's results
+        records.setdefault(cell.key, {**done[key], "key": cell.key, "results": {}})["results"].update(done[key]["results"])
+    cells = list(dict.fromkeys(c for _, c, _ in passes))
+    alpha, strength = config.settings.alpha, config.settings.strength
+    swept = [c for kind in KINDS for c in spread([c for c in cells if c.kind == kind], config.sweep_cells)]
     results["sweep"] = timed("strength sweep", lambda: studies.strength_sweep(ws, swept, config.sweep_alphas))
     if config.accumulation:
         results["accumulation"] = timed("accumulation", lambda: [
-            r for t in sorted({c.target for c in cells}) for r in studies.accumulation(ws, t, ws.transfer_tasks, config.alpha)
-        ])
+            r for t in sorted({c.target for c in cells}) for r in studies.accumulation(ws, t, ws.transfer_tasks, alpha)])
     if config.held_out:
         *related, held = config.held_out
-        results["held_out"] = timed("held-out", lambda: [
-            r for t in ws.families for r in studies.held_out(ws, t, related, held, config.alpha)
-        ])
+        results["held_out"] = timed("held-out", lambda: [r for t in ws.families for r in studies.held_out(ws, t, related, held, alpha)])
     if config.guarantee:
-        results["guarantee"] = timed("guarantee", lambda: studies.guarantee(ws, cells, config.alpha, config.strength))
-    sim = timed("similarity", lambda: similarity(ws, union_probes=config.similarity_probes)) if config.similarity else None
-    if sim is not None:
-        results["similarity"] = sim.as_dict()
+        results["guarantee"] = timed("guarantee", lambda: studies.guarantee(ws, cells, alpha, strength))
+    if config.orthoreg_tasks:
+        results["orthoreg"] = timed("orthoreg study", lambda: orthoreg_study(ws, config))
     folder.write_json("studies.json", results)
 
-    figures: dict[str, str] = {}
+    summary = report.summarise_run(ws, list(records.values()), results, config)
+    summary["config"] = {**folder_settings(ws, config), "describe": describe}
+    summary["figures"] = timed("figures", lambda: draw_figures(folder, summary, list(records.values()), results, config))
+    timings["total"] = round(time.perf_counter() - started, 2)
+    summary["timings"] = timings
+    summary["cells"] = {"records": len(records), "resumed": resumed, "passes": len(passes)}
+    folder.write_json("report.json", summary)
+    folder.write_text("report.md", report.render(summary, title, results))
+    return summary
 
-    def draw() -> None:
-        if any(r["kind"] == "addition" for r in records):
-            figures["scatter"] = plots.two_task_scatter(records, out / "figures/two_task_scatter.png").relative_to(out).as_posix()
-        figures["sweep"] = plots.sweep_curves(
-            results["sweep"], out / "figures/strength_sweep.png", {"addition": config.alpha, "negation": config.strength}
-        ).relative_to(out).as_posix()
-        if results.get("accumulation"):
-            figures["accumulation"] = plots.accumulation_curves(results["accumulation"], out / "figures/accumulation.png").relative_to(out).as_posix()
-        if sim is not None:
-            figures["similarity"] = plots.similarity_heatmap(sim, out / "figures/similarity.png").relative_to(out).as_posix()
 
-    timed("figures", draw)
-    timings["total"] = time.perf_counter() - started
-    settings = {
-        **(describe or {}),
-        "cells (resumed from an earlier run)": f"{len(records)} ({resumed})",
-        "families": ", ".join(ws.families),
-        "tasks": ", ".join(ws.transfer_tasks),
-        "controls": ", ".join(ws.controls),
-        "probes per class": ws.per_class,
-        "grid seed": ws.grid_seed,
-        "ridge_a (relative)": ws.ridge_a,
-        "ridge_b (relative)": ws.ridge_b,
-        **{k: (", ".join(map(str, v)) if isinstance(v, tuple) else v) for k, v in attrs.asdict(config).items()},
+def folder_settings(ws: Workspace, config: ExperimentConfig) -> dict[str, Any]:
+    """What the report says the run used: the workspace's settings (without fingerprints) and the spec,
+    with the LoRA route's whole recipe when it ran."""
+    used = {**{k: v for k, v in ws.settings().items() if k != "fingerprints"}, **config.as_dict()}
+    if "lora" in {m for s in config.cells for m in s.methods or config.methods}:
+        from ..transfer.lora import LoraRouteConfig
+
+        used["settings"]["lora"] = LoraRouteConfig(**config.settings.lora, seed=config.settings.seed).describe()
+    return used
+
+
+def draw_figures(folder: RunFolder, summary: dict[str, Any], records: Sequence[dict[str, Any]], results: dict[str, Any],
+                 config: ExperimentConfig) -> dict[str, str]:
+    """Every figure the run's results allow, as paths relative to the folder."""
+    out, figures = folder.path, {}
+    rel = lambda path: path.relative_to(out).as_posix()  # noqa: E731
+    if any(r["kind"] == "addition" for r in records):
+        figures["scatter"] = rel(plots.two_task_scatter(records, out / "figures/two_task_scatter.png"))
+    if results.get("sweep"):
+        defaults = {"addition": config.settings.alpha, "negation": config.settings.strength}
+        figures["sweep"] = rel(plots.sweep_curves(results["sweep"], out / "figures/strength_sweep.png", defaults))
+    if results.get("accumulation"):
+        figures["accumulation"] = rel(plots.accumulation_curves(results["accumulation"], out / "figures/accumulation.png"))
+    if "similarity" in results:
+        figures["similarity"] = rel(plots.similarity_heatmap(results["similarity"], out / "figures/similarity.png"))
+    if summary.get("per_task"):
+        figures["per_task"] = rel(plots.per_task_bars(summary["per_task"], out / "figures/per_task.png"))
+    return figures
+
+
+def orthoreg_study(ws: Workspace, config: ExperimentConfig) -> dict[str, Any]:
+    """Plain vs OrthoReg (lambda = 1) fine-tuning of the first family on several tasks, then weight-space
+    addition by every registered merging method (each coefficient chosen on validation)."""
+    from ..finetune import FinetuneConfig, merge_methods
+    from .merging import addition_study
+
+    family = ws.families[0]
+    tasks = [ws.tasks[t] for t in ws.transfer_tasks[: config.orthoreg_tasks]]
+    recipe = FinetuneConfig(**config.orthoreg_recipe, seed=config.settings.seed)
+    results = addition_study(ws.models[family], tasks, recipe, lambdas=(0.0, 1.0), methods=merge_methods())
+    return {
+        "family": family, "tasks": [t.name for t in tasks], "recipe": dict(config.orthoreg_recipe),
+        "runs": [{"method": r.method, "orthoreg": r.orthoreg, "coef": r.coef, "grid_top": max(r.sweep.coefs),
+                  "mean_cosine": r.mean_cosine, "normalised": r.normalised,
+                  "merged_mean": float(np.mean(list(r.merged.values()))), "merged": r.merged, "finetuned": r.finetuned,
+                  "zero_shot": r.zero_shot} for r in results],
     }
-    text = report.render(
-        settings, records, sweep=results["sweep"], accumulation=results.get("accumulation", ()),
-        held_out=results.get("held_out", ()), guarantee=results.get("guarantee", ()),
-        similarity=results.get("similarity"), figures=figures, timings=timings,
-    )
-    folder.write_text("report.md", text)
-    return {"cells": len(records), "report": str(out / "report.md"), "figures": figures, "timings": timings}

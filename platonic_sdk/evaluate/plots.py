@@ -1,5 +1,5 @@
 """Figures of a run (matplotlib, Agg backend, PNG): similarity heatmap, strength sweeps, the
-normalised two-task scatter and accumulation curves. Each function writes one file and returns its path.
+normalised two-task scatter, accumulation curves and per-task bars. Each function writes one file and returns its path.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..atomic import atomic_path
-from .similarity import SimilarityResult
 
 GROUP_STYLE = {"same-model": ("tab:green", "o"), "same-architecture": ("tab:orange", "s"), "cross-family": ("tab:blue", "^")}
 
@@ -36,24 +35,25 @@ def _save(fig, path: str | os.PathLike) -> Path:
     return Path(path)
 
 
-def similarity_heatmap(result: SimilarityResult, path: str | os.PathLike) -> Path:
-    """Cosine matrix of (family, task) descriptors on the union grid, grouped by task."""
+def similarity_heatmap(result: dict[str, Any], path: str | os.PathLike) -> Path:
+    """Cosine matrix of (family, task) descriptors on the union grid (SimilarityResult.as_dict()), grouped by task."""
     plt = _pyplot()
-    n = len(result.labels)
+    labels, matrix = result["labels"], np.asarray(result["matrix"])
+    n = len(labels)
     size = max(5.0, 0.32 * n + 2.5)
     fig, ax = plt.subplots(figsize=(size + 1.2, size))
-    image = ax.imshow(result.matrix, cmap="RdBu_r", vmin=-1, vmax=1)
-    ticks = [f"{task} @ {family}" for family, task in result.labels]
+    image = ax.imshow(matrix, cmap="RdBu_r", vmin=-1, vmax=1)
+    ticks = [f"{task} @ {family}" for family, task in labels]
     ax.set_xticks(range(n), ticks, rotation=90, fontsize=7)
     ax.set_yticks(range(n), ticks, fontsize=7)
     for i in range(1, n):  # lines between tasks
-        if result.labels[i][1] != result.labels[i - 1][1]:
+        if labels[i][1] != labels[i - 1][1]:
             ax.axhline(i - 0.5, color="black", lw=0.6)
             ax.axvline(i - 0.5, color="black", lw=0.6)
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="cosine of flattened UTDs")
     ax.set_title(
-        f"Descriptor similarity (union grid)\nsame task, other model: {result.same_task_cross_model:.3f}   "
-        f"same model, other task: {result.same_model_cross_task:.3f}",
+        f"Descriptor similarity (union grid)\nsame task, other model: {result['same_task_cross_model']:.3f}   "
+        f"same model, other task: {result['same_model_cross_task']:.3f}",
         fontsize=9,
     )
     ax.set_xlabel("descriptor (task @ source family)")
@@ -144,5 +144,23 @@ def accumulation_curves(records: Sequence[dict[str, Any]], path: str | os.PathLi
     ax.set_ylabel("mean normalised accuracy (%)" if key == "mean_normalised" else "mean accuracy (%)")
     ax.set_title(f"Accumulation ({len({r['target'] for r in records})} target(s))")
     ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def per_task_bars(per_task: dict[str, dict[str, float]], path: str | os.PathLike) -> Path:
+    """Per task: zero-shot, the single-term closed form, the oracle and the sources' own fine-tunes (mean accuracy)."""
+    plt = _pyplot()
+    tasks = list(per_task)
+    series = (("zero_shot", "zero-shot", "tab:gray"), ("single", "closed form, single term", "tab:blue"),
+              ("oracle", "oracle (own UTD)", "tab:green"), ("finetuned", "source fine-tuned", "tab:red"))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(tasks) + 2), 4.2))
+    width = 0.8 / len(series)
+    for i, (key, label, colour) in enumerate(series):
+        ax.bar(np.arange(len(tasks)) + (i - 1.5) * width, [per_task[t][key] for t in tasks], width, label=label, color=colour)
+    ax.set_xticks(range(len(tasks)), tasks, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("mean accuracy (%)")
+    ax.set_title("Per task (cross-family addition cells)")
+    ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=8)
     return _save(fig, path)

@@ -1,26 +1,18 @@
-"""Markdown report of a run: configuration, the paper's tables (METHOD.md sec. 9) and the figures.
+"""The report of a run: summaries (report.json) and their markdown (report.md) with the figures.
 
-Every number is a mean over cells of percent accuracies; the tables keep the paper's layout
-(rows: methods; columns: task A, task B, then each control set).
+Every number is a mean over cells of percent accuracies. Per kind and cell group, each method's
+row gives task A, task B (negation: the removed task), each control set and the control mean;
+the paper's layout (METHOD.md sec. 9).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-METHOD_LABELS = {
-    "zero_shot": "zero-shot",
-    "random_utd": "Random-UTD",
-    "single_a": "single A",
-    "single_b": "single B",
-    "closed_form": "ours, closed form",
-    "oracle": "oracle (own UTD)",
-    "weight_space": "weight-space task arithmetic",
-}
-GROUP_ORDER = ("cross-family", "same-architecture", "same-model")
+from .cells import GROUPS
+from .methods import METHODS
 
 PAPER_ADDITION = """| method | task A | task B | CIFAR-100 | ImageNet |
 |---|---|---|---|---|
@@ -29,170 +21,282 @@ PAPER_ADDITION = """| method | task A | task B | CIFAR-100 | ImageNet |
 | single A | 80.56 | 59.86 | 75.04 | 71.01 |
 | ours, closed form | 79.08 | 72.60 | 74.01 | 69.09 |
 | oracle (own UTD) | 83.64 | 76.74 | 75.05 | 71.35 |"""
+SLOTS = {"addition": ("task_a", "task_b"), "negation": ("removed",)}
+ORDER = [(kind, group) for kind in SLOTS for group in reversed(GROUPS)]  # cross-family first
+SLOT_NAMES = {"task_a": "task A", "task_b": "task B", "removed": "removed task", "control": "control"}
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A markdown table; floats print with two decimals, None as a dash."""
+    """A markdown table; floats print with two decimals, None and NaN as a dash."""
     fmt = lambda v: "-" if v is None or (isinstance(v, float) and np.isnan(v)) else (f"{v:.2f}" if isinstance(v, float) else str(v))  # noqa: E731
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return float(np.mean(values)) if len(values) else None
+def mean(values: Sequence[float]) -> float:
+    return float(np.mean(values)) if len(values) else float("nan")
 
 
-def cell_table(records: Sequence[dict[str, Any]], kind: str) -> str:
-    """Paper layout for one kind and group: methods x (task A[, task B], controls), plus cell counts."""
-    controls = sorted({c for r in records for c in r["controls"]})
-    slots = ["task A", "task B"] if kind == "addition" else ["removed task"]
-    values: dict[str, list[list[float]]] = defaultdict(list)
-    for r in records:
-        for method, accs in r["results"].items():
-            values[method].append([accs[t] for t in r["tasks"]] + [accs.get(c, float("nan")) for c in controls])
-    rows = []
-    for method, label in METHOD_LABELS.items():
-        if method in values:
-            arr = np.asarray(values[method], dtype=float)
-            rows.append([label, *[float(v) for v in np.nanmean(arr, axis=0)], len(arr)])
-    return table(["method", *slots, *controls, "cells"], rows)
+def group_key(kind: str, group: str) -> str:
+    """report.json's key of a kind's summary in a group: `addition`, `addition_same_model`, ..."""
+    return kind if group == "cross-family" else f"{kind}_{group.replace('-', '_')}"
 
 
-def gain_summary(records: Sequence[dict[str, Any]]) -> str:
-    """Mean change of the edited tasks over zero-shot, and the share of the oracle's change recovered."""
-    gains, oracle = [], []
-    for r in records:
-        zs = np.mean([r["results"]["zero_shot"][t] for t in r["tasks"]])
-        gains.append(np.mean([r["results"]["closed_form"][t] for t in r["tasks"]]) - zs)
-        if "oracle" in r["results"]:
-            oracle.append(np.mean([r["results"]["oracle"][t] for t in r["tasks"]]) - zs)
-    text = f"mean change of the edited task(s) over zero-shot: {np.mean(gains):+.2f} points"
-    if oracle and abs(np.mean(oracle)) > 1e-9:
-        text += f"; oracle {np.mean(oracle):+.2f} points (closed form reaches {100 * np.mean(gains) / np.mean(oracle):.0f}% of it)"
-    return text + "."
+def summarise(records: Sequence[dict[str, Any]], kind: str, methods: Sequence[str] | None = None) -> dict[str, Any]:
+    """Mean accuracy over cells of each method on each slot (task_a, task_b or removed), each control and their mean."""
+    out: dict[str, Any] = {"cells": len(records)}
+    for name in methods or METHODS:
+        rows = [r for r in records if name in r["results"]]
+        if not rows:
+            continue
+        entry = {slot: mean([r["results"][name][r["tasks"][i]] for r in rows]) for i, slot in enumerate(SLOTS[kind])}
+        entry["control"] = mean([mean([r["results"][name][c] for c in r["controls"]]) for r in rows])
+        controls = dict.fromkeys(c for r in rows for c in r["controls"])
+        entry["controls"] = {c: mean([r["results"][name][c] for r in rows if c in r["controls"]]) for c in controls}
+        entry["cells"] = len(rows)
+        out[name] = entry
+    return out
 
 
-def cells_section(records: Sequence[dict[str, Any]], kind: str, strength: float) -> str:
-    title = "Two-task addition" if kind == "addition" else "Negation"
-    parts = [f"## {title} (strength {strength:g})"]
-    for group in GROUP_ORDER:
+def per_task(records: Sequence[dict[str, Any]], ws: Any) -> dict[str, dict[str, float]]:
+    """Per task over cross-family addition cells: zero-shot, single-term closed form, oracle, the sources' fine-tunes."""
+    out = {}
+    for task in ws.transfer_tasks:
+        single, zero, oracle = [], [], []
+        for r in records:
+            if r["kind"] != "addition" or r["group"] != "cross-family" or task not in r["tasks"]:
+                continue
+            i = r["tasks"].index(task)
+            single.append(r["results"]["single_a" if i == 0 else "single_b"][task])
+            zero.append(r["results"]["zero_shot"][task])
+            if "oracle" in r["results"]:
+                oracle.append(r["results"]["oracle"][task])
+        fts = [ws.finetuned_accuracy(f, task) for f in ws.families if (f, task) in ws.finetuned]
+        if zero:
+            out[task] = {"zero_shot": mean(zero), "single": mean(single), "oracle": mean(oracle),
+                         "finetuned": mean([v for v in fts if v is not None])}
+    return out
+
+
+def held_out_summary(records: Sequence[dict[str, Any]], controls: Sequence[str]) -> dict[str, Any]:
+    """The held-out study's means over every (target, source assignment), overall and per target."""
+    held = records[0]["held_out"]
+    at = lambda rs, method: mean([r[method][held] for r in rs])  # noqa: E731
+    ctrl = lambda rs, method: mean([mean([r[method][c] for c in controls if c != held]) for r in rs])  # noqa: E731
+    targets = list(dict.fromkeys(r["target"] for r in records))
+    return {
+        "related": records[0]["related"], "task": held, "records": len(records),
+        "zero_shot": at(records, "zero_shot"), "closed_form": at(records, "closed_form"),
+        "control_zero_shot": ctrl(records, "zero_shot"), "control_closed_form": ctrl(records, "closed_form"),
+        "per_target": {t: {m: at([r for r in records if r["target"] == t], m) for m in ("zero_shot", "closed_form")} for t in targets},
+    }
+
+
+def task_mean(entry: Mapping[str, float]) -> float:
+    return (entry["task_a"] + entry["task_b"]) / 2
+
+
+def checks(summary: dict[str, Any]) -> dict[str, float]:
+    """The headline figures, from the cross-family summaries that the run has (no thresholds are tuned here)."""
+    out: dict[str, float] = {}
+    add, neg = summary.get("addition", {}), summary.get("negation", {})
+    if "similarity" in summary:
+        sim = summary["similarity"]
+        out["similarity_ratio"] = sim["ratio"]
+    if {"closed_form", "zero_shot"} <= set(add):
+        gain = {s: add["closed_form"][s] - add["zero_shot"][s] for s in SLOTS["addition"]}
+        out.update({f"addition_gain_{s}": g for s, g in gain.items()})
+        if "oracle" in add:
+            oracle_gain = sum(add["oracle"][s] - add["zero_shot"][s] for s in SLOTS["addition"])
+            out["addition_share_of_oracle_gain"] = sum(gain.values()) / oracle_gain if oracle_gain else float("nan")
+        if "random_utd" in add:
+            out["random_below_closed_form"] = task_mean(add["closed_form"]) - task_mean(add["random_utd"])
+        out["addition_control_drop"] = add["zero_shot"]["control"] - add["closed_form"]["control"]
+    if {"closed_form", "zero_shot"} <= set(neg):
+        out["negation_removed_drop"] = neg["zero_shot"]["removed"] - neg["closed_form"]["removed"]
+        out["negation_control_drop"] = neg["zero_shot"]["control"] - neg["closed_form"]["control"]
+    if "held_out" in summary:
+        out["held_out_gain"] = summary["held_out"]["closed_form"] - summary["held_out"]["zero_shot"]
+    for name, same in summary.get("same_cells", {}).items():
+        cells = same.get("addition", {})
+        if name in cells and "closed_form" in cells:
+            out[f"{name}_task_minus_closed_form"] = task_mean(cells[name]) - task_mean(cells["closed_form"])
+            out[f"{name}_control_minus_closed_form"] = cells[name]["control"] - cells["closed_form"]["control"]
+    return out
+
+
+def summarise_run(ws: Any, records: Sequence[dict[str, Any]], results: dict[str, Any], config: Any) -> dict[str, Any]:
+    """report.json: per kind and group summaries, capped methods against the closed form on their own
+    cells, the studies' summaries, per-task means and the checks."""
+    summary: dict[str, Any] = {}
+    for kind, group in ORDER:
         rows = [r for r in records if r["kind"] == kind and r["group"] == group]
         if rows:
-            parts += [f"### {group} ({len(rows)} cells)", cell_table(rows, kind), gain_summary(rows)]
-    return "\n\n".join(parts)
+            summary[group_key(kind, group)] = summarise(rows, kind)
+    capped = [m for m in dict.fromkeys(m for s in config.cells for m in s.methods or config.methods) if config.cap(m) is not None]
+    summary["same_cells"] = {m: {group_key(kind, group): summarise(rows, kind, ["zero_shot", "closed_form", m])
+                                 for kind, group in ORDER
+                                 if (rows := [r for r in records if r["kind"] == kind and r["group"] == group and m in r["results"]])}
+                             for m in capped}
+    if "similarity" in results:
+        summary["similarity"] = results["similarity"]
+    if results.get("held_out"):
+        summary["held_out"] = held_out_summary(results["held_out"], ws.controls)
+    summary["per_task"] = per_task(records, ws)
+    if "orthoreg" in results:
+        summary["orthoreg"] = results["orthoreg"]
+    summary["checks"] = checks(summary)
+    return summary
 
 
-def sweep_section(records: Sequence[dict[str, Any]]) -> str:
-    by = defaultdict(list)
-    for r in records:
-        by[(r["alpha"], r["kind"])].append((r["task_mean"], r["control_mean"]))
-    alphas = sorted({a for a, _ in by})
+# ---------------------------------------------------------------------------- markdown
+def _figure(summary: dict[str, Any], name: str) -> str:
+    path = summary.get("figures", {}).get(name)
+    return f"\n\n![{name}]({path})" if path else ""
+
+
+def _method_rows(entry: dict[str, Any], kind: str, controls: Sequence[str]) -> list[list[Any]]:
+    names = [m for m in entry if isinstance(entry[m], dict)]
+    return [[METHODS[m].label if m in METHODS else m, *(entry[m][s] for s in SLOTS[kind]),
+             *(entry[m]["controls"].get(c) for c in controls), entry[m]["control"], entry[m]["cells"]] for m in names]
+
+
+def cells_section(summary: dict[str, Any], kind: str, group: str, strength: float) -> str:
+    entry = summary[group_key(kind, group)]
+    controls = list(dict.fromkeys(c for m in entry.values() if isinstance(m, dict) for c in m["controls"]))
+    title = "Two-task addition" if kind == "addition" else "Negation"
+    knob = "alpha" if kind == "addition" else "strength"
+    return (f"## {title}, {group}, {knob} {strength:g} ({entry['cells']} cells)\n\n"
+            + table(["method", *(SLOT_NAMES[s] for s in SLOTS[kind]), *controls, "control mean", "cells"], _method_rows(entry, kind, controls)))
+
+
+def same_cells_sections(summary: dict[str, Any], strengths: Mapping[str, str]) -> list[str]:
+    out = []
+    for name, by_key in summary.get("same_cells", {}).items():
+        for key, entry in by_key.items():
+            kind = key.split("_")[0]
+            label = METHODS[name].label if name in METHODS else name
+            out.append(f"## {label} vs closed form on the same {key.replace('_', ' ')} cells ({entry['cells']} cells, both at "
+                       f"{strengths[kind]})\n\n" + table(["method", *(SLOT_NAMES[s] for s in SLOTS[kind]), "control"],
+                                                         [[METHODS[m].label, *(entry[m][s] for s in (*SLOTS[kind], "control"))]
+                                                          for m in ("zero_shot", "closed_form", name) if m in entry]))
+    return out
+
+
+def similarity_section(summary: dict[str, Any]) -> str:
+    sim = summary["similarity"]
+    return ("## Descriptor similarity\n\n" + table(["same task, other models (own grid)", "same model, other tasks (union grid)", "ratio"],
+                                                   [[sim["same_task_cross_model"], sim["same_model_cross_task"], sim["ratio"]]])
+            + _figure(summary, "similarity"))
+
+
+def sweep_section(records: Sequence[dict[str, Any]], summary: dict[str, Any]) -> str:
     rows = []
-    for a in alphas:
+    for a in sorted({r["alpha"] for r in records}):
         row: list[Any] = [f"{a:g}"]
-        for kind in ("addition", "negation"):
-            vals = by.get((a, kind), [])
-            row += [_mean([v[0] for v in vals]), _mean([v[1] for v in vals])]
+        for kind in SLOTS:
+            sel = [r for r in records if r["alpha"] == a and r["kind"] == kind]
+            row += [mean([r["task_mean"] for r in sel]) if sel else None, mean([r["control_mean"] for r in sel]) if sel else None]
         rows.append(row)
     header = ["alpha", "addition: tasks", "addition: controls", "negation: removed task", "negation: controls"]
-    return "## Strength sweep (closed form)\n\n" + table(header, rows)
+    return "## Strength sweep (closed form)\n\n" + table(header, rows) + _figure(summary, "sweep")
 
 
-def accumulation_section(records: Sequence[dict[str, Any]]) -> str:
+def accumulation_section(records: Sequence[dict[str, Any]], summary: dict[str, Any]) -> str:
     rows = []
     for J in sorted({r["J"] for r in records}):
         row: list[Any] = [J]
         for schedule in ("fixed", "divided"):
             sel = [r for r in records if r["J"] == J and r["schedule"] == schedule]
             norm = [r["mean_normalised"] for r in sel if r["mean_normalised"] is not None]
-            row += [_mean([r["mean_accuracy"] for r in sel]), _mean(norm), _mean([r["control_mean"] for r in sel])]
+            row += [mean([r["mean_accuracy"] for r in sel]), mean(norm), mean([r["control_mean"] for r in sel])]
         zero = [r["zero_shot_normalised"] for r in records if r["J"] == J and r["schedule"] == "fixed" and r["zero_shot_normalised"] is not None]
-        rows.append(row + [_mean(zero)])
+        rows.append(row + [mean(zero)])
     header = ["J", "alpha: acc", "alpha: normalised", "alpha: controls", "alpha/J: acc", "alpha/J: normalised", "alpha/J: controls", "zero-shot normalised"]
     targets = sorted({r["target"] for r in records})
-    return f"## Accumulation (targets: {', '.join(targets)})\n\n" + table(header, rows)
+    return f"## Accumulation (targets: {', '.join(targets)})\n\n" + table(header, rows) + _figure(summary, "accumulation")
 
 
-def held_out_section(records: Sequence[dict[str, Any]]) -> str:
-    if not records:
-        return ""
-    held = records[0]["held_out"]
-    names = list(records[0]["zero_shot"])
-    rows = []
-    for target in sorted({r["target"] for r in records}):
-        sel = [r for r in records if r["target"] == target]
-        rows.append([target, len(sel)] + [v for n in names for v in (_mean([r["zero_shot"][n] for r in sel]), _mean([r["closed_form"][n] for r in sel]))])
-    header = ["target", "source pairs"] + [f"{n}: {m}" for n in names for m in ("zero-shot", "closed form")]
-    related = " + ".join(records[0]["related"])
-    return f"## Held-out transfer ({related} -> {held}, never fitted)\n\n" + table(header, rows)
+def held_out_section(held: dict[str, Any]) -> str:
+    rows = [[t, v["zero_shot"], v["closed_form"], None, None] for t, v in held["per_target"].items()]
+    rows.append(["all", held["zero_shot"], held["closed_form"], held["control_zero_shot"], held["control_closed_form"]])
+    return (f"## Held-out transfer ({' + '.join(held['related'])} -> {held['task']}, never fitted; {held['records']} target x source pairs)\n\n"
+            + table(["target", "held-out: zero-shot", "held-out: closed form", "control: zero-shot", "control: closed form"], rows))
 
 
 def guarantee_section(records: Sequence[dict[str, Any]]) -> str:
     rows = []
     keys = ("guaranteed", "changed", "bound", "lost", "observed_loss")
-    for kind in ("addition", "negation"):
-        for group in GROUP_ORDER:
-            sel = [r["pooled"] for r in records if r["kind"] == kind and r["group"] == group]
-            if sel:
-                rows.append([kind, group, len(sel)] + [_mean([s[k] for s in sel]) for k in keys] + [sum(s["violations"] for s in sel)])
+    for kind, group in ORDER:
+        sel = [r["pooled"] for r in records if r["kind"] == kind and r["group"] == group]
+        if sel:
+            rows.append([kind, group, len(sel)] + [mean([s[k] for s in sel]) for k in keys] + [sum(s["violations"] for s in sel)])
     holds = all(r["pooled"]["lost"] <= r["pooled"]["bound"] + 1e-9 and r["pooled"]["violations"] == 0 for r in records)
     header = ["kind", "group", "cells", "guaranteed %", "changed %", "bound (points)", "lost (points)", "net loss (points)", "violations"]
-    verdict = "holds on every record" if holds else "VIOLATED on some record"
     return (
         "## Guarantee diagnostic (closed form)\n\n"
         "An item is guaranteed when its top-1 margin exceeds 2 ||f' - f|| (unit landmarks move no logit by more).\n"
         "bound = correct items without the guarantee; lost = correct items that became wrong; net loss = accuracy before - after.\n\n"
-        + table(header, rows)
-        + f"\n\nThe bound {verdict} ({len(records)} records)."
+        + table(header, rows) + f"\n\nThe bound {'holds on every record' if holds else 'VIOLATED on some record'} ({len(records)} records)."
     )
 
 
-def similarity_section(sim: dict[str, Any] | None, figure: str | None) -> str:
-    if sim is None:
-        return ""
-    text = (
-        "## Descriptor similarity\n\n"
-        + table(
-            ["same task, other models (own grid)", "same model, other tasks (union grid)", "ratio"],
-            [[sim["same_task_cross_model"], sim["same_model_cross_task"], sim["ratio"]]],
-        )
-    )
-    return text + (f"\n\n![similarity]({figure})" if figure else "")
+def orthoreg_section(study: dict[str, Any]) -> str:
+    """Per merging method and lambda: task-vector cosine, the coefficient picked on validation, the merged model's accuracy."""
+    methods = list(dict.fromkeys(r["method"] for r in study["runs"]))
+    runs = sorted(study["runs"], key=lambda r: methods.index(r["method"]))  # by method, then lambda
+    rows = [[r["method"], r["orthoreg"], r["mean_cosine"], f"{r['coef']:.2f}" + (" (grid top)" if r["coef"] >= r["grid_top"] else ""),
+             r["merged_mean"], r["normalised"]] for r in runs]
+    return (f"## OrthoReg study ({study['family']}, weight-space addition of {', '.join(study['tasks'])}; "
+            "coefficient chosen on validation per method, the grid grown while the pick is its top)\n\n"
+            + table(["merging method", "lambda", "mean pairwise cosine", "picked coefficient", "merged accuracy", "normalised accuracy"], rows))
 
 
-def render(
-    config: dict[str, Any],
-    cells: Sequence[dict[str, Any]],
-    *,
-    sweep: Sequence[dict[str, Any]] = (),
-    accumulation: Sequence[dict[str, Any]] = (),
-    held_out: Sequence[dict[str, Any]] = (),
-    guarantee: Sequence[dict[str, Any]] = (),
-    similarity: dict[str, Any] | None = None,
-    figures: dict[str, str] | None = None,
-    timings: dict[str, float] | None = None,
-) -> str:
-    """The whole report.md of a run."""
-    figures = figures or {}
-    fig = lambda name: f"\n\n![{name}]({figures[name]})" if name in figures else ""  # noqa: E731
-    parts = ["# platonic grid report", "## Configuration", table(["setting", "value"], [[k, str(v)] for k, v in config.items()])]
-    if timings:
-        parts.append(table(["stage", "wall time (s)"], [[k, round(v, 2)] for k, v in timings.items()]))
-    settings = cells[0]["settings"] if cells else {"alpha": config.get("alpha", 0.5), "strength": config.get("strength", 1.0)}
-    if any(r["kind"] == "addition" for r in cells):
-        parts.append(cells_section(cells, "addition", settings["alpha"]) + fig("scatter"))
-    if any(r["kind"] == "negation" for r in cells):
-        parts.append(cells_section(cells, "negation", settings["strength"]))
-    if sweep:
-        parts.append(sweep_section(sweep) + fig("sweep"))
-    if accumulation:
-        parts.append(accumulation_section(accumulation) + fig("accumulation"))
-    if held_out:
-        parts.append(held_out_section(held_out))
-    if guarantee:
-        parts.append(guarantee_section(guarantee))
-    if similarity is not None:
-        parts.append(similarity_section(similarity, figures.get("similarity")))
+def per_task_section(summary: dict[str, Any]) -> str:
+    rows = [[t, v["zero_shot"], v["single"], v["oracle"], v["finetuned"]] for t, v in summary["per_task"].items()]
+    return ("## Per task (cross-family single term = Single-A/B; oracle = the target's own descriptor)\n\n"
+            + table(["task", "zero-shot", "single term", "oracle", "source fine-tuned"], rows) + _figure(summary, "per_task"))
+
+
+def _setting(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value))
+    return str(value)
+
+
+def render(summary: dict[str, Any], title: str = "platonic grid", studies: Mapping[str, Any] | None = None) -> str:
+    """The whole report.md of a run from its report.json content (and studies.json for the study tables)."""
+    studies = studies or summary.get("studies", {})
+    config = summary["config"]
+    settings = config["settings"]
+    strengths = {"addition": f"alpha {settings['alpha']:g}", "negation": f"strength {settings['strength']:g}"}
+    flat = {**config.get("describe", {}), **{k: v for k, v in config.items() if k not in ("describe", "settings", "cells")},
+            **{k: v for k, v in settings.items() if k != "lora"}, **{f"lora {k}": v for k, v in settings["lora"].items()},
+            "cells": "; ".join(f"{c['kind']} {c['group']}" + (f" (at most {c['max_cells']})" if c["max_cells"] is not None else "")
+                               + (f" [{', '.join(c['methods'])}]" if c["methods"] else "") for c in config["cells"]),
+            "cell records (resumed)": f"{summary['cells']['records']} ({summary['cells']['resumed']} of {summary['cells']['passes']} passes)"}
+    parts = [f"# {title}", "## Settings", table(["setting", "value"], [[k, _setting(v)] for k, v in flat.items()])]
+    if "similarity" in summary:
+        parts.append(similarity_section(summary))
+    for kind, group in ORDER:
+        if group_key(kind, group) in summary:
+            parts.append(cells_section(summary, kind, group, settings["alpha" if kind == "addition" else "strength"])
+                         + (_figure(summary, "scatter") if kind == "addition" and group == "cross-family" else ""))
+    parts += same_cells_sections(summary, strengths)
+    if studies.get("sweep"):
+        parts.append(sweep_section(studies["sweep"], summary))
+    if studies.get("accumulation"):
+        parts.append(accumulation_section(studies["accumulation"], summary))
+    if "held_out" in summary:
+        parts.append(held_out_section(summary["held_out"]))
+    if studies.get("guarantee"):
+        parts.append(guarantee_section(studies["guarantee"]))
+    if "orthoreg" in summary:
+        parts.append(orthoreg_section(summary["orthoreg"]))
+    if summary.get("per_task"):
+        parts.append(per_task_section(summary))
+    parts.append("## Figures\n\n" + table(["figure", "value"], [[k, v] for k, v in summary["checks"].items()]))
     parts.append("## Paper reference (ViT-L scale, real data, 3,360 cross-family cells; METHOD.md sec. 9)\n\n" + PAPER_ADDITION)
-    return "\n\n".join(p for p in parts if p) + "\n"
+    parts.append(table(["stage", "wall time (s)"], [[k, v] for k, v in summary.get("timings", {}).items()]))
+    return "\n\n".join(parts) + "\n"

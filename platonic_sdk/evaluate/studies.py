@@ -15,12 +15,12 @@ import torch
 from torch import Tensor
 
 from ..errors import PlatonicError
-from .grid import Cell, cell_group
+from .cells import Cell, cell_group
 from .guarantee import guarantee_items, pooled_summary
+from .settings import DEFAULT_ALPHAS
 from .workspace import Workspace
 from .zeroshot import accuracy_of, predict
 
-DEFAULT_ALPHAS = tuple(float(a) for a in np.round(np.linspace(0.0, 2.0, 9), 4))
 
 
 def cell_operator(ws: Workspace, cell: Cell) -> tuple[Tensor, list[str]]:

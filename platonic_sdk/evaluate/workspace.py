@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -19,7 +19,7 @@ from ..descriptor import UTD
 from ..errors import PlatonicError
 from ..features import encode_items, landmarks
 from ..finetune.weightspace import TaskVector
-from ..linalg import unit_rows
+from ..linalg import RIDGE_A, RIDGE_B, unit_rows
 from ..protocol import DualEncoder
 from ..tasks import Grid, Task
 from ..transfer.closed_form import OperatorBank
@@ -64,8 +64,8 @@ class Workspace:
         *,
         per_class: int = 30,
         grid_seed: int = 0,
-        ridge_a: float = 1e-2,
-        ridge_b: float = 1e-6,
+        ridge_a: float = RIDGE_A,
+        ridge_b: float = RIDGE_B,
         batch_size: int = 64,
         task_vectors: Mapping[tuple[str, str], TaskVector] | None = None,
         progress: bool = False,
@@ -276,3 +276,33 @@ class Workspace:
         finally:
             for handle in reversed(handles):
                 handle.undo()
+
+
+def zoo_workspace(world: str, *, seed: int = 0, families: Sequence[str] | None = None, tasks: Sequence[str] | None = None,
+                  controls: Sequence[str] | None = None, ridge_a: float | None = None, ridge_b: float | None = None,
+                  device: str | None = None, train_per_class: int | None = None, test_per_class: int | None = None,
+                  **options: Any) -> tuple[Workspace, dict[str, Any]]:
+    """A registered world's shipped zoo as a Workspace, and a description of it.
+
+    Members `families` (default: all), their fine-tunes on `tasks` (default: the world's transfer
+    tasks), the held-out member of the world's trio and its controls (never probed). Ridges left at
+    None take the world's tuned ones; `options` go to Workspace (per_class, grid_seed, batch_size, ...).
+    """
+    from ..worlds import zoo
+    from ..worlds.registry import world_spec
+
+    spec = world_spec(world)
+    sizes = {k: v for k, v in (("train_per_class", train_per_class), ("test_per_class", test_per_class)) if v is not None}
+    made = spec.make(seed=seed, **sizes)
+    models = zoo.load_models(spec.zoo, names=families, device=device)
+    names, controls = list(tasks or made.transfer_tasks), list(controls or made.controls)
+    everything = {n: made.task(n) for n in dict.fromkeys([*names, made.trio[2], *controls])}
+    ws = Workspace(models, everything, zoo.load_finetunes(models, names, spec.zoo), controls,
+                   ridge_a=spec.ridge_a if ridge_a is None else ridge_a, ridge_b=spec.ridge_b if ridge_b is None else ridge_b, **options)
+    manifest = zoo.read_manifest(spec.zoo)
+    describe = {
+        "world": f"{world}, seed {seed} ({len(names)} transfer tasks, held-out trio {' + '.join(made.trio[:2])} -> {made.trio[2]})",
+        "zoo": ", ".join(f"{n} (d={manifest['members'][n]['embed_dim']})" for n in models),
+        "world_seed": seed, "train_per_class": made.train_per_class, "test_per_class": made.test_per_class,
+    }
+    return ws, describe

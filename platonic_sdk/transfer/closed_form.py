@@ -17,7 +17,7 @@ from ..binding import Target
 from ..descriptor import UTD, Composition
 from ..errors import GridMismatchError
 from ..features import landmarks, site_features
-from ..linalg import RidgeSolver, edited_embeddings, ridge_solver, unit_rows
+from ..linalg import RIDGE_A, RIDGE_B, RidgeSolver, edited_embeddings, ridge_solver, unit_rows
 from ..protocol import DualEncoder
 from ..tasks import Grid
 from .edit import OperatorEdit
@@ -47,7 +47,7 @@ class GridState:
 class OperatorBank:
     """Operators of one target for any number of source descriptors, on any number of grids."""
 
-    def __init__(self, target: DualEncoder, ridge_a: float = 1e-2, ridge_b: float = 1e-6, batch_size: int = 64, progress: bool = False):
+    def __init__(self, target: DualEncoder, ridge_a: float = RIDGE_A, ridge_b: float = RIDGE_B, batch_size: int = 64, progress: bool = False):
         self.target = target
         self.ridge_a = float(ridge_a)
         self.ridge_b = float(ridge_b)

@@ -15,7 +15,6 @@ Every clip is a pure function of (world seed, stream, index): the same seed give
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable
@@ -27,7 +26,8 @@ from ..data.audio import Waveform
 from ..tasks import Split, Task
 from .seeded import SeededWorld, stream_key
 from .pretrain import PretrainConfig
-from .zoo import ZooMember, ZooRecipe, load_finetunes, load_models, read_manifest
+from .registry import WorldSpec, register_world
+from .zoo import ZooMember, ZooRecipe
 from .sounds import ENVELOPES, NOISES, REGISTERS, TIMBRES, Sound, caption, synthesise
 
 Sampler = Callable[[np.random.Generator, int], Sound]
@@ -253,62 +253,19 @@ AUDIO_ZOO: tuple[ZooMember, ...] = (
     ZooMember("clap-music", "clap-music", _clap(32, 40, [1, 1], [2, 4], 32, 1), "contrastive", seed=14),
 )
 AUDIO_CORPUS_SIZE = 20_000
-# The world's ridge factors for the demo (METHOD sec. 11: the landmark ridge mu_b is the control lever
-# with tiny text towers). On the shipped zoo, mu_b = 0.01 / 0.1 / 1.0 (relative) moved the addition
-# control by -3.9 / -3.1 / -0.9 points for similar task gains, so the audio world uses 1.0.
-RIDGE_A = 1e-2
-RIDGE_B = 1.0
-# The LoRA route's optimiser on this world: METHOD sec. 5's 20 epochs (100-120 steps here; an audio step
-# costs ~5 image steps), lr chosen on the training loss alone as for the image world: with the landmark
-# ridge the matching loss ends at 0.75 / 0.69 / 0.65 of its start at lr 3e-4 / 1e-3 / 3e-3 (seed 0,
-# three addition cells).
-LORA_LR = 3e-3
-LORA_EPOCHS = 20
 AUDIO_PRETRAIN = PretrainConfig(steps=1000, batch_size=64, lr=2e-3)
 # Source fine-tuning of the shipped zoo: rank-4 LoRA on HTSAT's q/v (METHOD sec. 6), lr raised for
 # models trained from scratch.
 AUDIO_FINETUNE = dict(rank=4, lora_alpha=8.0, epochs=3, lr=2e-3, batch_size=32, weight_decay=0.01)
 AUDIO_ZOO_RECIPE = ZooRecipe("audio", lambda: AudioWorld(seed=0), AUDIO_ZOO, AUDIO_ZOO_DIR, AUDIO_CORPUS_SIZE, AUDIO_PRETRAIN,
                              AUDIO_FINETUNE, half=True)
-
-
-def _workspace(world: AudioWorld, names: Sequence[str], controls: Sequence[str], families: Sequence[str] | None,
-               device: str | None, **options: Any):
-    """The audio zoo's models and fine-tunes on `names` (+ the held-out task and controls) as a Workspace."""
-    from ..evaluate.workspace import Workspace
-
-    models = load_models(AUDIO_ZOO_DIR, names=families, device=device)
-    tasks = {n: world.task(n) for n in dict.fromkeys([*names, world.trio[2], *controls])}
-    finetuned = load_finetunes(models, names, AUDIO_ZOO_DIR)
-    return Workspace(models, tasks, finetuned, list(controls), **options), models
-
-
-def demo_setup(config: Any) -> tuple[Any, dict[str, Any]]:
-    """(Workspace, description) of the audio world at `config.seed` with the shipped zoo: `platonic demo --modality audio`.
-
-    `config` is a demo.DemoConfig (seed, families, device, per_class, ridge_a, ridge_b, batch_size).
-    """
-    world = AudioWorld(seed=config.seed)
-    names = list(world.transfer_tasks)
-    ws, models = _workspace(world, names, world.controls, config.families, config.device, per_class=config.per_class,
-                            grid_seed=config.seed, ridge_a=config.ridge_a, ridge_b=config.ridge_b,
-                            batch_size=config.batch_size)
-    members = read_manifest(AUDIO_ZOO_DIR)["members"]
-    describe = {
-        "world": f"audio, seed {config.seed} ({len(names)} transfer tasks, held-out trio "
-                 f"{' + '.join(world.trio[:2])} -> {world.trio[2]})",
-        "zoo": ", ".join(f"{n} (d={members[n]['embed_dim']}, {members[n]['params']} params)" for n in models),
-        "related": list(world.trio[:2]),
-        "held_out": world.trio[2],
-    }
-    return ws, describe
-
-
-def workspace_for_grid(args: argparse.Namespace):
-    """(Workspace, description) of the audio zoo for `platonic grid --world audio`."""
-    world = AudioWorld(seed=args.world_seed, train_per_class=args.train_per_class, test_per_class=args.test_per_class)
-    controls = list(args.controls or world.controls)
-    ws, _ = _workspace(world, list(args.tasks or world.transfer_tasks), controls, args.families, args.device,
-                       per_class=args.per_class, grid_seed=args.grid_seed, ridge_a=args.ridge_a, ridge_b=args.ridge_b,
-                       batch_size=args.batch_size, progress=not args.quiet)
-    return ws, {"world": f"audio (seed {args.world_seed})", "zoo": str(AUDIO_ZOO_DIR)}
+# The world's settings. Ridge factors (METHOD sec. 11: the landmark ridge mu_b is the control lever
+# with tiny text towers). On the shipped zoo, mu_b = 0.01 / 0.1 / 1.0 (relative) moved the addition
+# control by -3.9 / -3.1 / -0.9 points for similar task gains, so the audio world uses 1.0.
+# The LoRA route's optimiser on this world: METHOD sec. 5's 20 epochs (100-120 steps here; an audio step
+# costs ~5 image steps), lr chosen on the training loss alone as for the image world: with the landmark
+# ridge the matching loss ends at 0.75 / 0.69 / 0.65 of its start at lr 3e-4 / 1e-3 / 3e-3 (seed 0,
+# three addition cells).
+RIDGE_A = 1e-2
+RIDGE_B = 1.0
+register_world(WorldSpec("audio", AudioWorld, AUDIO_ZOO_DIR, ridge_a=RIDGE_A, ridge_b=RIDGE_B, lora={"lr": 3e-3, "epochs": 20}))

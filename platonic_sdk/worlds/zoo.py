@@ -12,7 +12,6 @@ to a copy of the member (`finetuned("clip", "amber_shapes")`).
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -172,21 +171,3 @@ def finetuned(name: str, task: str, root: str | Path = ZOO_DIR, pre: Any | None 
         shipped = sorted(p.stem for p in path.parent.glob("*.safetensors"))
         raise PlatonicError(f"the zoo at {root} has no fine-tune of {name!r} on {task!r}; it has {', '.join(shipped) or 'none'}")
     return FineTuned.load(path, pre if pre is not None else member(name, root)).encoder.eval()
-
-
-def workspace_for_grid(args: argparse.Namespace):
-    """(Workspace, description) of the image zoo for `platonic grid` (options as the CLI parses them)."""
-    from ..evaluate.workspace import Workspace
-    from .image import ImageWorld
-
-    if getattr(args, "world", "image") != "image":
-        raise PlatonicError(f"the {args.world} zoo lives in platonic_sdk.worlds.{args.world}, not here")
-    world = ImageWorld(seed=args.world_seed, train_per_class=args.train_per_class, test_per_class=args.test_per_class)
-    models = load_models(names=args.families, device=args.device)
-    names = list(args.tasks or world.transfer_tasks)
-    controls = list(args.controls or world.controls)
-    tasks = {n: world.task(n) for n in dict.fromkeys(names + controls)}
-    finetuned = load_finetunes(models, names)
-    ws = Workspace(models, tasks, finetuned, controls, per_class=args.per_class, grid_seed=args.grid_seed,
-                   ridge_a=args.ridge_a, ridge_b=args.ridge_b, batch_size=args.batch_size, progress=not args.quiet)
-    return ws, {"world": f"image (seed {args.world_seed})", "zoo": str(ZOO_DIR)}

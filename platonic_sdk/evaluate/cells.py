@@ -1,0 +1,107 @@
+"""The cell matrix: every (target, sources, task pair) addition cell and (target, source, task) negation cell.
+
+A cell is one composition on one target; the registered cell methods (methods.py) evaluate it, the
+runner (experiment.py) records it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+from typing import Iterable, Literal, Sequence
+
+import attrs
+
+from ..errors import PlatonicError
+from .settings import GROUPS, CellSettings  # noqa: F401  (CellSettings: re-exported for cell methods)
+from .workspace import Workspace
+
+Kind = Literal["addition", "negation"]
+
+
+@attrs.frozen
+class Cell:
+    """One evaluation unit: `sources[l]` supplies the descriptor of `tasks[l]`, transferred to `target`."""
+
+    kind: Kind
+    target: str
+    sources: tuple[str, ...] = attrs.field(converter=tuple)
+    tasks: tuple[str, ...] = attrs.field(converter=tuple)
+    group: str
+
+    @property
+    def key(self) -> str:
+        terms = "+".join(f"{t}@{s}" for s, t in zip(self.sources, self.tasks))
+        return f"{self.kind}|{self.target}|{terms}"
+
+    @property
+    def seed(self) -> int:
+        """A seed that depends on the cell only (Random-UTD draws do not depend on run order)."""
+        return zlib.crc32(self.key.encode())
+
+
+def relation(ws: Workspace, target: str, source: str) -> str:
+    """same-model (source is the target), same-architecture (equal media-tower layout), or cross-family."""
+    if source == target:
+        return "same-model"
+    return "same-architecture" if ws.architecture(source) == ws.architecture(target) else "cross-family"
+
+
+def cell_group(ws: Workspace, target: str, sources: Iterable[str]) -> str:
+    """The farthest relation among the cell's sources."""
+    return max((relation(ws, target, s) for s in sources), key=GROUPS.index)
+
+
+def _checked_groups(groups: Sequence[str]) -> tuple[str, ...]:
+    unknown = [g for g in groups if g not in GROUPS]
+    if unknown:
+        raise PlatonicError(f"unknown cell group(s) {unknown}; choose from {', '.join(GROUPS)}")
+    return tuple(groups)
+
+
+def addition_cells(
+    ws: Workspace,
+    targets: Sequence[str] | None = None,
+    tasks: Sequence[str] | None = None,
+    groups: Sequence[str] = ("cross-family",),
+    pairing: Literal["auto", "distinct", "any"] = "auto",
+) -> list[Cell]:
+    """All two-task addition cells: (target, {A, B}, source of A, source of B) in the chosen groups.
+
+    Outside the same-model group the target never supplies a term. pairing "distinct" takes two
+    different source families per cell (the paper's 6 x 28 x 5 x 4 = 3,360 cells); "any" allows one
+    family for both; "auto" is "distinct" when a target has two or more other sources, else "any".
+    """
+    groups = _checked_groups(groups)
+    targets = tuple(targets or ws.families)
+    tasks = tuple(tasks or ws.transfer_tasks)
+    if pairing not in ("auto", "distinct", "any"):
+        raise PlatonicError(f"pairing must be auto, distinct or any, got {pairing!r}")
+    cells = []
+    for target in targets:
+        others = {s for task in tasks for s in ws.sources_for(task) if s != target}
+        distinct = pairing == "distinct" or (pairing == "auto" and len(others) >= 2)
+        for a, b in itertools.combinations(tasks, 2):
+            for sa, sb in itertools.product(ws.sources_for(a), ws.sources_for(b)):
+                group = cell_group(ws, target, (sa, sb))
+                if group not in groups:
+                    continue
+                if group != "same-model" and (target in (sa, sb) or (distinct and sa == sb)):
+                    continue
+                cells.append(Cell("addition", target, (sa, sb), (a, b), group))
+    return cells
+
+
+def negation_cells(
+    ws: Workspace, targets: Sequence[str] | None = None, tasks: Sequence[str] | None = None, groups: Sequence[str] = ("cross-family",)
+) -> list[Cell]:
+    """All (target, source, task) negation cells in the chosen groups (paper: 6 x 5 x 8 = 240)."""
+    groups = _checked_groups(groups)
+    cells = []
+    for target in targets or ws.families:
+        for task in tasks or ws.transfer_tasks:
+            for source in ws.sources_for(task):
+                group = relation(ws, target, source)
+                if group in groups:
+                    cells.append(Cell("negation", target, (source,), (task,), group))
+    return cells

@@ -1,0 +1,148 @@
+"""Cell methods, by name: each evaluates one cell and returns accuracies (percent) by evaluation set.
+
+A method is fn(workspace, cell, settings) -> {set: accuracy}, or None where it does not apply (an
+oracle without the target's own fine-tunes, weight space across architectures). Built in:
+zero_shot; closed_form (alpha * A(sum_l U_l), negation strength * A(-U)); random_utd (Gaussian
+descriptors of the same norms); single_a / single_b (one term of an addition); oracle (the target's
+own descriptors); weight_space (theta + c sum_l tau_l on same-architecture cells); lora (the LoRA
+route fitted to the cell's composition, capped at 8 cells per kind and group: it re-encodes).
+A new method is one function plus `register_method` (docs/architecture.md shows an example).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+import attrs
+from torch import Tensor
+
+from ..errors import PlatonicError
+from .cells import Cell
+from .settings import CACHED, CellSettings
+from .workspace import Workspace
+
+MethodFn = Callable[[Workspace, Cell, CellSettings], "Mapping[str, float] | None"]
+
+
+@attrs.frozen
+class CellMethod:
+    """A registered method: `label` names it in reports; `max_cells` caps its cells per kind and group
+    (evenly spread; None: every cell) unless a run sets its own cap."""
+
+    name: str
+    fn: MethodFn
+    label: str
+    kinds: tuple[str, ...] = ("addition", "negation")
+    max_cells: int | None = None
+
+
+METHODS: dict[str, CellMethod] = {}
+
+
+def register_method(name: str, fn: MethodFn, label: str | None = None, kinds: Sequence[str] = ("addition", "negation"),
+                    max_cells: int | None = None) -> CellMethod:
+    """Register a cell method under `name` (refused when the name is taken); returns it."""
+    if name in METHODS:
+        raise PlatonicError(f"cell method {name!r} is already registered")
+    METHODS[name] = CellMethod(name, fn, label or name, tuple(kinds), max_cells)
+    return METHODS[name]
+
+
+def method(name: str) -> CellMethod:
+    try:
+        return METHODS[name]
+    except KeyError:
+        raise PlatonicError(f"unknown cell method {name!r}; registered: {', '.join(METHODS)}") from None
+
+
+def eval_names(ws: Workspace, cell: Cell) -> list[str]:
+    """The cell's evaluation sets: its tasks, then the workspace's controls."""
+    return list(cell.tasks) + [c for c in ws.controls if c not in cell.tasks]
+
+
+def _sign_strength(cell: Cell, settings: CellSettings) -> tuple[float, float]:
+    return (1.0, settings.alpha) if cell.kind == "addition" else (-1.0, settings.strength)
+
+
+def _folded(ws: Workspace, cell: Cell, settings: CellSettings, ops: Sequence[Tensor]) -> dict[str, float]:
+    sign, strength = _sign_strength(cell, settings)
+    return ws.accuracies(cell.target, eval_names(ws, cell), sign * sum(ops), strength)
+
+
+def zero_shot(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
+    return ws.accuracies(cell.target, eval_names(ws, cell))
+
+
+def closed_form(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
+    return _folded(ws, cell, settings, [ws.operator(cell.target, s, t) for s, t in zip(cell.sources, cell.tasks)])
+
+
+def random_utd(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
+    terms = enumerate(zip(cell.sources, cell.tasks))
+    return _folded(ws, cell, settings, [ws.random_operator(cell.target, s, t, cell.seed + i) for i, (s, t) in terms])
+
+
+def single(term: int) -> MethodFn:
+    """One term of an addition cell alone (term 0: Single-A, 1: Single-B)."""
+    def fn(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
+        return _folded(ws, cell, settings, [ws.operator(cell.target, cell.sources[term], cell.tasks[term])])
+    return fn
+
+
+def oracle(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float] | None:
+    if not all((cell.target, task) in ws.finetuned for task in cell.tasks):
+        return None
+    return _folded(ws, cell, settings, [ws.operator(cell.target, cell.target, task) for task in cell.tasks])
+
+
+def weight_space(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float] | None:
+    if cell.group == "cross-family":
+        return None
+    vectors = [ws.task_vector(s, task) for s, task in zip(cell.sources, cell.tasks)]
+    if any(v is None for v in vectors):
+        return None
+    coef = _sign_strength(cell, settings)[0] * settings.weight_space_coef
+    return ws.weight_space_accuracies(cell.target, [(v, coef) for v in vectors], eval_names(ws, cell))
+
+
+def lora(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
+    """Fit sign * sum_l UTD_l with the LoRA route (recipe: LoraRouteConfig(**settings.lora)) on the cell's
+    grids, then re-encode the target with the fitted edit at the cell's strength, as the closed form folds it."""
+    from ..transfer.lora import LoraRouteConfig, fit_lora
+
+    sign, strength = _sign_strength(cell, settings)
+    terms = [sign * ws.descriptor(source, task) for source, task in zip(cell.sources, cell.tasks)]
+    config = LoraRouteConfig(**settings.lora, seed=settings.seed)
+    edit = fit_lora(ws.models[cell.target], sum(terms[1:], terms[0]), [ws.grid(t) for t in cell.tasks], config, progress=False)
+    return ws.live_accuracies(cell.target, eval_names(ws, cell), edit.scaled(strength))
+
+
+register_method("zero_shot", zero_shot, "zero-shot")
+register_method("random_utd", random_utd, "Random-UTD")
+register_method("single_a", single(0), "single A", kinds=("addition",))
+register_method("single_b", single(1), "single B", kinds=("addition",))
+register_method("closed_form", closed_form, "ours, closed form")
+register_method("oracle", oracle, "oracle (own UTD)")
+register_method("weight_space", weight_space, "weight-space task arithmetic")
+register_method("lora", lora, "ours, LoRA route", max_cells=8)
+
+
+def evaluate_cell(ws: Workspace, cell: Cell, settings: CellSettings = CellSettings(), methods: Sequence[str] = CACHED) -> dict[str, Any]:
+    """The cell's record: accuracies of each applicable method on its tasks and the workspace's controls."""
+    started = time.perf_counter()
+    results = {}
+    for name in methods:
+        m = method(name)
+        accs = m.fn(ws, cell, settings) if cell.kind in m.kinds else None
+        if accs is not None:
+            results[name] = dict(accs)
+    return {
+        "key": cell.key,
+        **attrs.asdict(cell),
+        "settings": settings.as_dict(),
+        "controls": [c for c in ws.controls if c not in cell.tasks],
+        "finetuned": {task: ws.finetuned_accuracy(cell.target, task) for task in cell.tasks},
+        "results": results,
+        "seconds": round(time.perf_counter() - started, 4),
+    }

@@ -1,0 +1,102 @@
+"""What the cell methods read (a light module: the CLI takes its defaults from here)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import attrs
+
+from ..errors import PlatonicError, check_strength
+
+KINDS = ("addition", "negation")
+GROUPS = ("same-model", "same-architecture", "cross-family")
+CACHED = ("zero_shot", "random_utd", "single_a", "single_b", "closed_form", "oracle", "weight_space")  # all but the LoRA route
+DEFAULT_ALPHAS = tuple(i / 4 for i in range(9))  # the strength sweep: 0, 0.25, ..., 2
+
+
+@attrs.frozen
+class CellSettings:
+    """Strengths (addition alpha, negation strength, weight-space coefficient) and the LoRA route's
+    recipe: `lora` holds LoraRouteConfig fields that differ from its defaults (a world's tuned lr and
+    epochs, the closed form's ridge_b); `seed` seeds the LoRA route and the OrthoReg study's fine-tunes."""
+
+    alpha: float = attrs.field(default=0.5, converter=check_strength)
+    strength: float = attrs.field(default=1.0, converter=check_strength)
+    weight_space_coef: float = attrs.field(default=0.5, converter=check_strength)
+    lora: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+    seed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class CellSelection:
+    """The cells of one kind and group (at most `max_cells`, evenly spread), run with `methods`
+    (None: the experiment's)."""
+
+    kind: str = attrs.field(validator=attrs.validators.in_(KINDS))
+    group: str = attrs.field(default="cross-family", validator=attrs.validators.in_(GROUPS))
+    max_cells: int | None = None
+    methods: tuple[str, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
+
+
+def selections(kinds: Sequence[str] = KINDS, groups: Sequence[str] = ("cross-family",), max_cells: int | None = None) -> tuple[CellSelection, ...]:
+    """Every kind x group, each capped at max_cells."""
+    return tuple(CellSelection(k, g, max_cells) for k in kinds for g in groups)
+
+
+def _floats(value: Sequence[float]) -> tuple[float, ...]:
+    return tuple(float(v) for v in value)
+
+
+@attrs.frozen
+class ExperimentConfig:
+    """What to run: cell selections, cell methods and their settings, and the studies.
+
+    `method_cells` overrides a method's registered cell cap (per kind and group; None: every cell).
+    `held_out` lists related tasks then the held-out task; `orthoreg_tasks` > 0 runs the OrthoReg
+    weight-space study of the first family on that many tasks with `orthoreg_recipe`.
+    """
+
+    cells: tuple[CellSelection, ...] = attrs.field(default=selections(), converter=tuple)
+    pairing: str = "auto"
+    settings: CellSettings = attrs.field(factory=CellSettings)
+    methods: tuple[str, ...] = attrs.field(default=CACHED, converter=tuple)
+    method_cells: Mapping[str, int | None] = attrs.field(factory=dict, converter=dict)
+    sweep_alphas: tuple[float, ...] = attrs.field(default=DEFAULT_ALPHAS, converter=_floats)
+    sweep_cells: int | None = 200  # per kind, evenly spaced over the cells (None: every cell)
+    accumulation: bool = True
+    held_out: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    guarantee: bool = True
+    similarity: bool = True
+    similarity_probes: int | None = 64  # probes per task in the union grid (None: the whole grids)
+    orthoreg_tasks: int = 0
+    orthoreg_recipe: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+
+    def __attrs_post_init__(self) -> None:
+        from .methods import method
+
+        if not self.cells:
+            raise PlatonicError("an experiment needs at least one cell selection (kind and group)")
+        for name in {*self.methods, *self.method_cells, *(m for s in self.cells for m in s.methods or ())}:
+            method(name)  # unknown names fail here, listing the registered ones
+        if self.held_out and len(self.held_out) < 2:
+            raise PlatonicError("held_out lists the related tasks then the held-out task (at least two names)")
+        for name in ("sweep_cells", "similarity_probes"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise PlatonicError(f"{name} must be positive, got {value}")
+
+    def cap(self, name: str) -> int | None:
+        from .methods import method
+
+        return self.method_cells[name] if name in self.method_cells else method(name).max_cells
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**attrs.asdict(self, recurse=True, filter=lambda a, _: a.name != "settings"), "settings": self.settings.as_dict()}
+
+
+def default(cls: type, name: str) -> Any:
+    """The default of attrs class `cls`'s field `name` (so option help and docs quote the class)."""
+    return getattr(attrs.fields(cls), name).default

@@ -1,0 +1,49 @@
+"""Each default is written once, on its class; the docs and the CLI quote the same values."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import attrs
+
+from platonic_sdk import OperatorBank, cli, linalg
+from platonic_sdk.evaluate.settings import CellSettings, ExperimentConfig
+from platonic_sdk.evaluate.workspace import Workspace
+from platonic_sdk.worlds.registry import world_spec
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def _default(fn, name):
+    import inspect
+
+    return inspect.signature(fn).parameters[name].default
+
+
+def test_library_ridges_are_read_from_one_place():
+    for fn in (OperatorBank.__init__, Workspace.__init__, linalg.ridge_solver):
+        assert (_default(fn, "ridge_a"), _default(fn, "ridge_b")) == (linalg.RIDGE_A, linalg.RIDGE_B)
+    bank = cli.build_parser().parse_args(["bank"])
+    assert (bank.ridge_a, bank.ridge_b) == (linalg.RIDGE_A, linalg.RIDGE_B)
+
+
+def test_grid_options_default_to_the_classes_and_the_worlds():
+    args = cli.build_parser().parse_args(["grid", "--out", "x"])
+    for name in ("alpha", "strength", "weight_space_coef", "ridge_a", "ridge_b", "sweep_alphas", "sweep_cells", "similarity_probes",
+                 "train_per_class", "test_per_class"):
+        assert getattr(args, name) is None, name  # None: the classes' (or the world's) value is used
+    help_text = " ".join(cli._subparser(cli.build_parser(), "grid").format_help().split())
+    assert f"addition strength ({attrs.fields(CellSettings).alpha.default})" in help_text
+    assert f"({ExperimentConfig().sweep_cells}; 0: all)" in help_text
+
+
+def test_the_docs_quote_the_worlds_and_the_librarys_ridges():
+    image, audio = world_spec("image"), world_spec("audio")
+    quoted = f"image {image.ridge_a:g} / {image.ridge_b:g} and audio {audio.ridge_a:g} / {audio.ridge_b:g}"
+    for page in ("user_guide.md", "method.md"):
+        assert quoted in " ".join((DOCS / page).read_text().split()), page
+    guide = " ".join((DOCS / "user_guide.md").read_text().split())
+    library = re.search(r"the library's defaults \(ridges (\S+) / (\S+)\)", guide)
+    assert library and (float(library[1]), float(library[2])) == (linalg.RIDGE_A, linalg.RIDGE_B)
+    assert not re.search(r"RIDGE_A/B|world's ridge \(0\.1\)", guide)
