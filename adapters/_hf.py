@@ -26,7 +26,7 @@ from platonic_sdk.errors import CheckpointError
 from platonic_sdk.atomic import write_text
 from platonic_sdk.protocol import MARKER, DualEncoder, read_marker
 
-from ._image import ImageTransform
+from ._image import HFImages
 from ._text import check_texts, check_vocab, context_length_of, default_tokenizer, load_tokenizer
 
 def resolve_checkpoint(checkpoint: str | os.PathLike) -> tuple[str, bool]:
@@ -145,7 +145,7 @@ class HFImageTextEncoder(DualEncoder):
         self,
         model: PreTrainedModel,
         tokenizer: PreTrainedTokenizerBase,
-        images: Any,
+        images: HFImages,
         *,
         family: str,
         checkpoint: str | None = None,
@@ -153,7 +153,7 @@ class HFImageTextEncoder(DualEncoder):
         check_vocab(tokenizer, model.config.text_config.vocab_size, f"the {family} model")
         self._model = model.eval()
         self.tokenizer = tokenizer
-        self.images = images  # callable(items, device, dtype) -> batch, with .save(path)
+        self.images = images
         self.family = family
         self.checkpoint = checkpoint
 
@@ -208,13 +208,8 @@ class HFImageTextEncoder(DualEncoder):
 
     @classmethod
     @abc.abstractmethod
-    def default_images(cls, config: PretrainedConfig) -> Any:
-        """The image processor to use when a checkpoint ships none."""
-
-    @classmethod
-    def images_from_hf(cls, processor: Any) -> Any:
-        """Wrap a loaded HF image processor."""
-        return ImageTransform.from_hf(processor)
+    def default_processor(cls, config: PretrainedConfig) -> Any:
+        """The family's transformers image processor at the model's size (for `build`, and checkpoints that ship none)."""
 
     @classmethod
     def load(
@@ -249,11 +244,11 @@ class HFImageTextEncoder(DualEncoder):
         if broken:
             raise CheckpointError(f"weights in {source} do not fit the {config.model_type} architecture: {broken}")
         tokenizer = load_tokenizer(source, config.text_config.vocab_size)
-        try:
-            images = cls.images_from_hf(AutoImageProcessor.from_pretrained(source))
+        try:  # the checkpoint's own processor, as AutoProcessor loads it
+            processor = AutoImageProcessor.from_pretrained(source)
         except OSError:  # no preprocessor_config.json: the family's defaults at the model's size
-            images = cls.default_images(config)
-        encoder = cls(model, tokenizer, images, family=family, checkpoint=str(checkpoint))
+            processor = cls.default_processor(config)
+        encoder = cls(model, tokenizer, HFImages(processor), family=family, checkpoint=str(checkpoint))
         return encoder.to(device) if device is not None else encoder
 
     @classmethod
@@ -268,7 +263,7 @@ class HFImageTextEncoder(DualEncoder):
     ) -> "HFImageTextEncoder":
         """Random weights (seeded) for `config`, paired with `tokenizer`."""
         model = seeded(seed, lambda: cls.model_class(config)(config))
-        encoder = cls(model, tokenizer, cls.default_images(config), family=family)
+        encoder = cls(model, tokenizer, HFImages(cls.default_processor(config)), family=family)
         return encoder.to(device) if device is not None else encoder
 
 

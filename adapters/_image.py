@@ -1,97 +1,78 @@
-"""Image preprocessing shared by the fixed-resolution vision families, in torch (fast on batches).
+"""Image preprocessing taken from the checkpoint itself, run by the model's own library.
 
-x -> (resize(x) / 255 - mean) / std, where resize is either a square resize to `size` or, with `crop`,
-a resize of the shorter side to `size` followed by a centre crop (CLIP's recipe).
+- transformers families: the checkpoint's image processor, as `AutoImageProcessor` loads it (in
+  transformers 5 the torchvision-backed class; the PIL one with `use_fast=False`): resize with the
+  checkpoint's resample mode, optional centre crop, rescale, normalise (SigLIP2 NaFlex: patchify).
+- open_clip families: open_clip's eval transform built from the model's preprocess config
+  (`image_transform_v2`: resize mode "shortest" / "longest" / "squash", interpolation, mean, std).
+
+Items go through `platonic_sdk.data.images.as_images` first (PIL in any supported mode, uint8 arrays,
+CHW uint8 tensors); each library then converts to RGB in its own way.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Sequence
 
 import attrs
-import numpy as np
 import torch
 from torch import Tensor
-from torch.nn import functional as F
 
-from platonic_sdk.errors import ShapeError
-
-OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
-OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
-HALF = (0.5, 0.5, 0.5)
-
-
-def to_uint8_batch(items: Sequence[Any] | np.ndarray | Tensor) -> list[Tensor]:
-    """PIL images, HxWx3 uint8 arrays, or one n x H x W x 3 uint8 array -> list of 3 x H x W uint8 tensors."""
-    if isinstance(items, (np.ndarray, Tensor)) and items.ndim == 4:
-        items = list(items)
-    out = []
-    for i, item in enumerate(items):
-        if hasattr(item, "convert"):  # PIL image
-            item = np.asarray(item.convert("RGB"))
-        array = torch.tensor(np.asarray(item))  # a copy: PIL arrays are read-only
-        if array.dtype != torch.uint8 or array.ndim != 3 or array.shape[-1] != 3:
-            raise ShapeError(
-                f"item {i}: expected a PIL image or an H x W x 3 uint8 array, got {tuple(array.shape)} {array.dtype}"
-            )
-        out.append(array.permute(2, 0, 1))
-    if not out:
-        raise ShapeError("no images to preprocess")
-    return out
+from platonic_sdk.data.images import as_images
 
 
 @attrs.frozen
-class ImageTransform:
-    """Resize and normalise images to the model's input size and statistics."""
+class HFImages:
+    """A transformers image processor: items -> `pixel_values` (or the whole NaFlex dict of patches and masks).
 
-    size: int
-    mean: tuple[float, float, float] = OPENAI_MEAN
-    std: tuple[float, float, float] = OPENAI_STD
-    crop: bool = True
+    Items are first made RGB with transformers' own `convert_to_rgb` (transparency onto white), which is
+    what processors with `do_convert_rgb` do; processors without it (SigLIP2 NaFlex) would otherwise
+    fail on greyscale or palette images.
+    """
 
-    def _resize(self, images: Tensor) -> Tensor:
-        """n x 3 x h x w -> n x 3 x size x size."""
-        h, w = images.shape[-2:]
-        if not self.crop:
-            target = (self.size, self.size)
-        else:
-            scale = self.size / min(h, w)
-            target = (max(self.size, round(h * scale)), max(self.size, round(w * scale)))
-        if (h, w) != target:
-            images = F.interpolate(images, size=target, mode="bicubic", antialias=True, align_corners=False)
-        if self.crop:
-            top, left = (images.shape[-2] - self.size) // 2, (images.shape[-1] - self.size) // 2
-            images = images[..., top : top + self.size, left : left + self.size]
-        return images
+    processor: Any
 
-    def __call__(self, items: Sequence[Any], device: torch.device, dtype: torch.dtype) -> Tensor:
-        """A float batch n x 3 x size x size on `device` (images of one shape are resized together)."""
-        images = to_uint8_batch(items)
-        if all(im.shape == images[0].shape for im in images):
-            batch = self._resize(torch.stack(images).to(device=device, dtype=torch.float32) / 255.0)
-        else:
-            batch = torch.cat([self._resize(im[None].to(device=device, dtype=torch.float32) / 255.0) for im in images])
-        mean = torch.tensor(self.mean, device=device).view(1, 3, 1, 1)
-        std = torch.tensor(self.std, device=device).view(1, 3, 1, 1)
-        return ((batch - mean) / std).to(dtype)
+    def __call__(self, items: Sequence[Any], device: torch.device, dtype: torch.dtype) -> Tensor | dict[str, Tensor]:
+        from transformers.image_transforms import convert_to_rgb
+
+        images = [convert_to_rgb(image, return_numpy=True) for image in as_images(items)]
+        out = self.processor(images=images, return_tensors="pt")
+        batch = {k: v.to(device) for k, v in out.items()}
+        batch["pixel_values"] = batch["pixel_values"].to(dtype)
+        return batch["pixel_values"] if batch.keys() == {"pixel_values"} else batch
 
     def save(self, path: str) -> None:
-        """Write an HF `preprocessor_config.json` (CLIP-style with crop, SigLIP-style without)."""
-        from transformers import CLIPImageProcessor, SiglipImageProcessor
+        """Write the processor's config (`preprocessor_config.json`)."""
+        self.processor.save_pretrained(path)
 
-        common = dict(image_mean=list(self.mean), image_std=list(self.std))
-        if self.crop:
-            processor = CLIPImageProcessor(
-                size={"shortest_edge": self.size}, crop_size={"height": self.size, "width": self.size}, **common
-            )
-        else:
-            processor = SiglipImageProcessor(size={"height": self.size, "width": self.size}, **common)
-        processor.save_pretrained(path)
+
+@attrs.frozen
+class OpenClipImages:
+    """open_clip's eval transform of a `PreprocessCfg` (one PIL image at a time, then stacked)."""
+
+    cfg: Any  # open_clip.transform.PreprocessCfg
+    transform: Any = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        from open_clip.transform import image_transform_v2
+
+        object.__setattr__(self, "transform", image_transform_v2(self.cfg, is_train=False))
 
     @classmethod
-    def from_hf(cls, processor: Any) -> "ImageTransform":
-        """Size, statistics and crop mode of a loaded HF CLIP/SigLIP image processor."""
-        crop = bool(getattr(processor, "do_center_crop", False))
-        dims = processor.crop_size if crop else processor.size
-        size = dims.height or dims.shortest_edge
-        return cls(size=int(size), mean=tuple(processor.image_mean), std=tuple(processor.image_std), crop=crop)
+    def for_model(cls, model: Any, preprocess_cfg: dict[str, Any]) -> "OpenClipImages":
+        """As `create_model_and_transforms` builds it: open_clip's defaults (OpenAI statistics, bicubic,
+        shortest-side resize) merged with `preprocess_cfg`, at the media tower's own `image_size`."""
+        from open_clip.transform import PreprocessCfg, merge_preprocess_dict
+
+        merged = merge_preprocess_dict(PreprocessCfg(), preprocess_cfg)
+        if hasattr(model.visual, "image_size"):
+            merged["size"] = model.visual.image_size
+        return cls(PreprocessCfg(**merged))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `preprocess_cfg` section of open_clip_config.json."""
+        return dataclasses.asdict(self.cfg)
+
+    def __call__(self, items: Sequence[Any], device: torch.device, dtype: torch.dtype) -> Tensor:
+        return torch.stack([self.transform(image) for image in as_images(items)]).to(device=device, dtype=dtype)

@@ -9,14 +9,13 @@ from typing import Any, Sequence
 
 import torch
 from torch import Tensor
-from transformers import CLIPConfig, CLIPModel, PretrainedConfig, PreTrainedTokenizerBase
+from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, PretrainedConfig, PreTrainedTokenizerBase
 
 from platonic_sdk.errors import NotAffineError
 from platonic_sdk.protocol import AffineSite
 from platonic_sdk.registry import FamilySpec, register_family
 
 from ._hf import HFImageTextEncoder, deep_merge, text_config_for
-from ._image import OPENAI_MEAN, OPENAI_STD, ImageTransform
 
 TINY_CONFIG: dict[str, Any] = {
     "projection_dim": 64,
@@ -42,8 +41,10 @@ class CLIPEncoder(HFImageTextEncoder):
         return CLIPModel
 
     @classmethod
-    def default_images(cls, config: PretrainedConfig) -> ImageTransform:
-        return ImageTransform(size=config.vision_config.image_size, mean=OPENAI_MEAN, std=OPENAI_STD, crop=True)
+    def default_processor(cls, config: PretrainedConfig) -> CLIPImageProcessor:
+        """CLIP's recipe (OpenAI statistics, bicubic shortest-side resize, centre crop) at the model's size."""
+        size = config.vision_config.image_size
+        return CLIPImageProcessor(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
 
     @property
     def embed_dim(self) -> int:

@@ -1,9 +1,11 @@
 """OpenCLIP ViT (open_clip): z = h @ P with P = visual.proj (a Parameter stored in_out, no bias).
 
 Checkpoints: a folder in open_clip's own `local-dir` layout (open_clip_config.json with model_cfg and
-preprocess_cfg, open_clip_model.safetensors, plus tokenizer files when the tokenizer is not open_clip's
-bundled BPE, plus platonic.json), an "org/name" hub id, or an open_clip model name with a pretrained
-tag or local weights file: "ViT-L-14:laion2b_s32b_b82k", or load("ViT-L-14", pretrained=path_or_tag).
+preprocess_cfg, open_clip_model.safetensors, plus transformers tokenizer files named by
+`text_cfg.hf_tokenizer_name` when the tokenizer is not open_clip's bundled BPE, plus platonic.json), an
+"org/name" hub id, or an open_clip model name with a pretrained tag or local weights file:
+"ViT-L-14:laion2b_s32b_b82k", or load("ViT-L-14", pretrained=path_or_tag). Images and text go through
+open_clip's own eval transform and tokenizer (`get_tokenizer`: whitespace cleaning, max-length padding).
 
 LoRA on q and v: open_clip's ViT blocks use a fused nn.MultiheadAttention (one in_proj for q, k, v),
 which peft can only wrap whole. The adapter therefore swaps each media-tower MHA for `SplitQKVAttention`,
@@ -16,11 +18,13 @@ from __future__ import annotations
 import copy
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
 import open_clip
 import torch
+from open_clip.tokenizer import HFTokenizer
 from open_clip.transformer import ResidualAttentionBlock
 from safetensors.torch import save_file
 from torch import Tensor, nn
@@ -32,13 +36,16 @@ from platonic_sdk.protocol import AffineSite, DualEncoder
 from platonic_sdk.registry import FamilySpec, register_family
 
 from ._hf import check_family, deep_merge, read_marker, seeded, write_marker
-from ._image import OPENAI_MEAN, OPENAI_STD, ImageTransform
-from ._text import check_texts, check_vocab, context_length_of, default_tokenizer, load_tokenizer
+from ._image import OpenClipImages
+from ._text import check_texts, check_vocab, context_length_of, default_tokenizer
 
 CONFIG_FILE = "open_clip_config.json"
 WEIGHTS_FILE = "open_clip_model.safetensors"
 # weight files open_clip writes or publishes, in its own order of preference
 WEIGHTS_FILES = (WEIGHTS_FILE, "open_clip_pytorch_model.safetensors", "open_clip_pytorch_model.bin")
+# open_clip's get_tokenizer("local-dir:...") reads a transformers tokenizer from the folder itself whenever
+# text_cfg names any hf_tokenizer_name; this is the name written for tokenizers that have no hub id.
+TOKENIZER_IN_FOLDER = "local-dir"
 
 TINY_CONFIG: dict[str, Any] = {
     "embed_dim": 64,
@@ -118,13 +125,14 @@ class OpenClipEncoder(DualEncoder):
         model: nn.Module,
         model_cfg: dict[str, Any],
         tokenizer: Any,
-        images: ImageTransform,
+        images: OpenClipImages,
         *,
         family: str,
         checkpoint: str | None = None,
         extras: dict[str, Any] | None = None,
     ) -> None:
-        check_vocab(tokenizer, model_cfg["text_cfg"].get("vocab_size", 49408), f"the {family} model")
+        check_vocab(getattr(tokenizer, "tokenizer", tokenizer), model_cfg["text_cfg"].get("vocab_size", 49408),
+                    f"the {family} model")
         self._model = self.prepare(model).eval()
         self.model_cfg = model_cfg
         self.tokenizer = tokenizer
@@ -178,15 +186,8 @@ class OpenClipEncoder(DualEncoder):
         return self.images(items, self.device, self.dtype)
 
     def tokenize(self, texts: Sequence[str]) -> Tensor:
-        """Token ids n x context_length on this encoder's device."""
-        texts = check_texts(texts)
-        if isinstance(self.tokenizer, PreTrainedTokenizerBase):
-            ids = self.tokenizer(
-                texts, padding="max_length", truncation=True, max_length=self.context_length, return_tensors="pt"
-            )["input_ids"]
-        else:
-            ids = self.tokenizer(texts, context_length=self.context_length)
-        return ids.to(self.device)
+        """open_clip's tokenizer: token ids n x context_length on this encoder's device."""
+        return self.tokenizer(check_texts(texts), context_length=self.context_length).to(self.device)
 
     def embed_media(self, batch: Tensor) -> Tensor:
         return self._model.encode_image(batch, normalize=False)
@@ -201,19 +202,12 @@ class OpenClipEncoder(DualEncoder):
         return AffineSite(kind="projection", weight=proj, layout="in_out")
 
     def save(self, path: str) -> None:
+        """open_clip's local-dir layout, which `create_model_and_transforms("local-dir:" + path)` loads."""
         os.makedirs(path, exist_ok=True)
-        t = self.images
-        preprocess_cfg = {
-            "size": t.size,
-            "mean": list(t.mean),
-            "std": list(t.std),
-            "interpolation": "bicubic",
-            "resize_mode": "shortest" if t.crop else "squash",
-        }
-        config = {"model_cfg": self.model_cfg, "preprocess_cfg": preprocess_cfg}
+        config = {"model_cfg": self.model_cfg, "preprocess_cfg": self.images.to_dict()}
         Path(path, CONFIG_FILE).write_text(json.dumps(config, indent=2))
         save_file(fused_state_dict(self._model), os.path.join(path, WEIGHTS_FILE), metadata={"family": self.family})
-        if isinstance(self.tokenizer, PreTrainedTokenizerBase):
+        if isinstance(self.tokenizer, HFTokenizer):
             self.tokenizer.save_pretrained(path)
         write_marker(path, self, extras=self.extras)
 
@@ -239,12 +233,16 @@ class OpenClipEncoder(DualEncoder):
             open_clip.load_checkpoint(model, str(weights), strict=True)
         except Exception as exc:  # corrupt file, wrong keys or shapes
             raise CheckpointError(f"cannot load {family} weights from {folder}: {exc}") from exc
-        vocab = model_cfg["text_cfg"].get("vocab_size", 49408)
-        if Path(folder, "tokenizer_config.json").is_file():
-            tokenizer = load_tokenizer(folder, vocab)
-        else:
+        if Path(folder, "tokenizer_config.json").is_file() and not model_cfg["text_cfg"].get("hf_tokenizer_name"):
+            raise CheckpointError(
+                f"{folder} ships tokenizer files but its {CONFIG_FILE} names no text_cfg.hf_tokenizer_name, so "
+                "open_clip would tokenize with its bundled BPE instead: add one (any name) to use the folder's tokenizer"
+            )
+        try:
             tokenizer = open_clip.get_tokenizer(f"local-dir:{folder}")
-        images = _transform(pre, model_cfg)
+        except Exception as exc:  # transformers raises OSError, ValueError, ... for missing/corrupt files
+            raise CheckpointError(f"cannot load the tokenizer of {folder}: {exc}") from exc
+        images = OpenClipImages.for_model(model, pre)
         return cls(model, model_cfg, tokenizer, images, family=family, checkpoint=folder, extras=extras)
 
     @classmethod
@@ -270,7 +268,7 @@ class OpenClipEncoder(DualEncoder):
             raise
         except Exception as exc:  # offline hub, unknown tag, corrupt weights file
             raise CheckpointError(f"cannot load {family} checkpoint {checkpoint!r}: {exc}") from exc
-        images = _transform(getattr(model.visual, "preprocess_cfg", {}), model_cfg)
+        images = OpenClipImages.for_model(model, getattr(model.visual, "preprocess_cfg", {}))
         return cls(model, model_cfg, tokenizer, images, family=family, checkpoint=checkpoint)
 
     @classmethod
@@ -317,11 +315,15 @@ class OpenClipEncoder(DualEncoder):
         text = cfg.setdefault("text_cfg", {})
         text.setdefault("context_length", context_length_of(tokenizer))
         text.update(
-            vocab_size=len(tokenizer), pool_type="eos", eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id
+            vocab_size=len(tokenizer),
+            pool_type="eos",
+            eos_id=tokenizer.eos_token_id,
+            pad_id=tokenizer.pad_token_id,
+            hf_tokenizer_name=TOKENIZER_IN_FOLDER,
         )
         model = seeded(seed, lambda: cls.build_model(cfg, extras))
-        images = _transform({}, cfg)
-        encoder = cls(model, cfg, tokenizer, images, family=family, extras=extras)
+        images = OpenClipImages.for_model(model, {})
+        encoder = cls(model, cfg, open_clip_tokenizer(tokenizer, text), images, family=family, extras=extras)
         return encoder.to(device) if device is not None else encoder
 
 
@@ -341,16 +343,16 @@ def _fetch_pretrained(name: str, pretrained: str) -> None:
     open_clip.download_pretrained(pretrained_cfg)
 
 
-def _transform(preprocess_cfg: dict[str, Any], model_cfg: dict[str, Any]) -> ImageTransform:
-    """open_clip preprocess config (size, mean, std, resize_mode) -> ImageTransform; defaults are OpenAI's."""
-    size = preprocess_cfg.get("size") or model_cfg["vision_cfg"].get("image_size", 224)
-    size = size[0] if isinstance(size, (list, tuple)) else size
-    return ImageTransform(
-        size=int(size),
-        mean=tuple(preprocess_cfg.get("mean") or OPENAI_MEAN),
-        std=tuple(preprocess_cfg.get("std") or OPENAI_STD),
-        crop=preprocess_cfg.get("resize_mode", "shortest") != "squash",
-    )
+def open_clip_tokenizer(tokenizer: PreTrainedTokenizerBase, text_cfg: dict[str, Any]) -> HFTokenizer:
+    """open_clip's HFTokenizer around a transformers tokenizer, as `get_tokenizer` builds it from a folder."""
+    with tempfile.TemporaryDirectory() as folder:
+        tokenizer.save_pretrained(folder)
+        return HFTokenizer(
+            folder,
+            context_length=text_cfg["context_length"],
+            tokenizer_mode=text_cfg.get("tokenizer_mode"),
+            **text_cfg.get("tokenizer_kwargs", {}),
+        )
 
 
 def register_open_clip_family(

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import attrs
-import torch
 from torch import Tensor, nn
 from transformers import (
     PretrainedConfig,
@@ -23,6 +21,7 @@ from transformers import (
     Siglip2ImageProcessor,
     Siglip2Model,
     SiglipConfig,
+    SiglipImageProcessor,
     SiglipModel,
 )
 
@@ -31,7 +30,6 @@ from platonic_sdk.protocol import AffineSite
 from platonic_sdk.registry import FamilySpec, register_family
 
 from ._hf import HFImageTextEncoder, deep_merge, text_config_for
-from ._image import HALF, ImageTransform, to_uint8_batch
 
 _TEXT = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2}
 _VISION = {
@@ -42,24 +40,13 @@ _VISION = {
     "num_attention_heads": 2,
 }
 TINY_CONFIG: dict[str, Any] = {"text_config": _TEXT, "vision_config": {"image_size": 32, **_VISION}}
-# NaFlex towers have no fixed image size: a learned 4 x 4 position grid, resized to each image's patch grid.
-TINY_NAFLEX_CONFIG: dict[str, Any] = {"text_config": _TEXT, "vision_config": {"num_patches": 16, **_VISION}}
-
-
-@attrs.frozen
-class NaFlexImages:
-    """SigLIP2 NaFlex input: aspect-preserving resize to at most `max_num_patches` patches, patchified."""
-
-    processor: Siglip2ImageProcessor
-
-    def __call__(self, items: Sequence[Any], device: torch.device, dtype: torch.dtype) -> dict[str, Tensor]:
-        batch = self.processor(images=to_uint8_batch(items), return_tensors="pt")
-        out = {k: v.to(device) for k, v in batch.items()}
-        out["pixel_values"] = out["pixel_values"].to(dtype)
-        return out
-
-    def save(self, path: str) -> None:
-        self.processor.save_pretrained(path)
+# NaFlex towers have no fixed image size: a learned 16 x 16 position grid, resized to each image's patch grid.
+# Patch 16 and 256 patches are what Siglip2Processor passes to its image processor whatever the saved config
+# says, so a saved tiny model embeds the same through the native processor.
+TINY_NAFLEX_CONFIG: dict[str, Any] = {
+    "text_config": _TEXT,
+    "vision_config": {**_VISION, "patch_size": 16, "num_patches": 256},
+}
 
 
 class SiglipEncoder(HFImageTextEncoder):
@@ -73,8 +60,10 @@ class SiglipEncoder(HFImageTextEncoder):
         return SiglipModel
 
     @classmethod
-    def default_images(cls, config: PretrainedConfig) -> Any:
-        return ImageTransform(size=config.vision_config.image_size, mean=HALF, std=HALF, crop=False)
+    def default_processor(cls, config: PretrainedConfig) -> Any:
+        """SigLIP's recipe (bicubic square resize, mean = std = 0.5) at the model's size."""
+        size = config.vision_config.image_size
+        return SiglipImageProcessor(size={"height": size, "width": size})
 
     @property
     def embed_dim(self) -> int:
@@ -106,17 +95,11 @@ class Siglip2Encoder(SiglipEncoder):
         return Siglip2Model if config.model_type == "siglip2" else SiglipModel
 
     @classmethod
-    def default_images(cls, config: PretrainedConfig) -> Any:
+    def default_processor(cls, config: PretrainedConfig) -> Any:
         if config.model_type != "siglip2":
-            return super().default_images(config)
+            return super().default_processor(config)
         vision = config.vision_config
-        return NaFlexImages(Siglip2ImageProcessor(patch_size=vision.patch_size, max_num_patches=vision.num_patches))
-
-    @classmethod
-    def images_from_hf(cls, processor: Any) -> Any:
-        if isinstance(processor, Siglip2ImageProcessor):
-            return NaFlexImages(processor)
-        return super().images_from_hf(processor)
+        return Siglip2ImageProcessor(patch_size=vision.patch_size, max_num_patches=vision.num_patches)
 
     def embed_media(self, batch: Tensor | dict[str, Tensor]) -> Tensor:
         if isinstance(self._model, Siglip2Model):

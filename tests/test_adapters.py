@@ -75,15 +75,24 @@ def test_pil_and_array_inputs_agree(case):
         assert torch.equal(from_arrays, from_pil)
 
 
+def _size_and_statistics(enc) -> tuple[int, tuple, tuple]:
+    """Input size, mean and std of a fixed-resolution encoder's preprocessing (open_clip or transformers)."""
+    images = enc.images
+    if hasattr(images, "cfg"):
+        size = images.cfg.size
+        return (size if isinstance(size, int) else size[0]), images.cfg.mean, images.cfg.std
+    if hasattr(images.processor, "max_num_patches"):
+        pytest.skip("NaFlex input is patchified, not a fixed-size image")
+    return enc.model.config.vision_config.image_size, images.processor.image_mean, images.processor.image_std
+
+
 def test_fixed_size_preprocessing_is_normalisation_at_the_model_size(case):
     """An image already at the input size is only rescaled and normalised: (x / 255 - mean) / std."""
     _, enc = case
-    transform = enc.images
-    if not hasattr(transform, "size"):
-        pytest.skip("NaFlex input is patchified, not a fixed-size image")
-    image = _images(1, 3, size=(transform.size, transform.size))[0]
-    expected = (torch.tensor(image).permute(2, 0, 1).float() / 255 - torch.tensor(transform.mean)[:, None, None]) / (
-        torch.tensor(transform.std)[:, None, None]
+    size, mean, std = _size_and_statistics(enc)
+    image = _images(1, 3, size=(size, size))[0]
+    expected = (torch.tensor(image).permute(2, 0, 1).float() / 255 - torch.tensor(mean)[:, None, None]) / (
+        torch.tensor(std)[:, None, None]
     )
     torch.testing.assert_close(enc.preprocess([image])[0], expected)
 

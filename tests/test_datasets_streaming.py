@@ -97,7 +97,7 @@ def test_worker_and_batch_defaults_follow_the_items_and_the_device(tmp_path, zoo
     task = image_folder_task(root, test_fraction=0.5)
     S, Z = site_features(zoo_clip, task.train.items, batch_size=None)
     S0, Z0 = site_features(zoo_clip, task.train.items, batch_size=2)
-    torch.testing.assert_close(Z, Z0, rtol=0, atol=1e-6)
+    torch.testing.assert_close(Z, Z0, rtol=1e-6, atol=1e-6)  # fp32 matmul noise across batch sizes
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

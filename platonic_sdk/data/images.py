@@ -1,8 +1,13 @@
-"""Image classification tasks from a folder tree on disk.
+"""Image items and image classification tasks from a folder tree on disk.
 
-Two layouts: root/<class>/<image> (a seeded per-class train/test split), or root/train/<class>/...
+An image item is a PIL image (modes in `IMAGE_MODES`), an H x W x 3 (or H x W) uint8 array, or a
+3 x H x W (or 1 x H x W) uint8 tensor; `as_image` turns each into a PIL image in its own mode, and
+the family's own processor converts that to RGB as its native library does (transformers composites
+transparency onto white, open_clip drops it).
+
+Two folder layouts: root/<class>/<image> (a seeded per-class train/test split), or root/train/<class>/...
 and root/test/<class>/... (the given split; class names from the union of both). A split holds
-`ImageFile` references; each image is decoded to RGB when a batch needs it.
+`ImageFile` references; each image is decoded (in its own mode) when a batch needs it.
 """
 
 from __future__ import annotations
@@ -12,16 +17,63 @@ import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
+import numpy as np
+import torch
 from PIL import Image, UnidentifiedImageError
 
-from ..errors import PlatonicError
+from ..errors import PlatonicError, ShapeError
 from ..items import FileRef, Items
 from ..tasks import DEFAULT_TEMPLATE, Split, Task
 from .folders import check_class_names, scan_classes, stratified_split, subfolders
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+# 8-bit modes that both transformers and open_clip convert to RGB (deeper or other colour spaces are refused).
+IMAGE_MODES = ("RGB", "RGBA", "L", "LA", "P", "PA", "1")
+_ARRAY_MODES = {1: "L", 3: "RGB", 4: "RGBA"}  # channels -> PIL mode
+
+
+def _from_pixels(array: np.ndarray, where: str, layout: str) -> Image.Image:
+    """An H x W (x C) uint8 array as a PIL image."""
+    if array.dtype != np.uint8:
+        raise ShapeError(f"{where}: image pixels must be uint8 (0-255), got {array.dtype}; scale float images first")
+    if array.ndim == 3 and array.shape[-1] in _ARRAY_MODES:
+        return Image.fromarray(np.ascontiguousarray(array if array.shape[-1] > 1 else array[..., 0]),
+                               _ARRAY_MODES[array.shape[-1]])
+    if array.ndim == 2:
+        return Image.fromarray(np.ascontiguousarray(array), "L")
+    raise ShapeError(f"{where}: expected {layout}, got shape {tuple(array.shape)}")
+
+
+def as_image(item: Any, where: str = "image item") -> Image.Image:
+    """An image item as a PIL image in its own mode (see the module docstring for what is accepted)."""
+    if isinstance(item, Image.Image):
+        if item.mode not in IMAGE_MODES:
+            raise ShapeError(
+                f"{where}: PIL mode {item.mode!r} is not supported (supported: {', '.join(IMAGE_MODES)}); "
+                "convert it first, e.g. image.convert('RGB')"
+            )
+        return item
+    if isinstance(item, torch.Tensor):
+        if item.ndim != 3 or item.shape[0] not in (1, 3, 4):
+            raise ShapeError(f"{where}: a tensor image must be C x H x W with C in 1, 3, 4, got {tuple(item.shape)}")
+        return _from_pixels(item.detach().cpu().permute(1, 2, 0).numpy(), where, "C x H x W")
+    if isinstance(item, np.ndarray):
+        return _from_pixels(item, where, "an H x W x 3 (channels-last) array")
+    raise ShapeError(
+        f"{where}: expected a PIL image, an H x W x 3 uint8 array or a 3 x H x W uint8 tensor, got {type(item).__name__}"
+    )
+
+
+def as_images(items: Sequence[Any] | np.ndarray | torch.Tensor) -> list[Image.Image]:
+    """A batch of image items (or one n x H x W x 3 array / n x 3 x H x W tensor) as PIL images."""
+    if isinstance(items, (np.ndarray, torch.Tensor)) and items.ndim == 4:
+        items = list(items)
+    images = [as_image(item, f"image item {i}") for i, item in enumerate(items)]
+    if not images:
+        raise ShapeError("no images to preprocess")
+    return images
 
 
 @contextlib.contextmanager
@@ -43,13 +95,15 @@ def opened_image(path: str | os.PathLike) -> Iterator[Image.Image]:
 
 
 def read_image(path: str | os.PathLike) -> Image.Image:
-    """An RGB image from `path` (errors as `opened_image`)."""
+    """The image at `path`, decoded in its own mode (RGB when that mode is not in `IMAGE_MODES`); errors as
+    `opened_image`."""
     with opened_image(path) as image:
-        return image.convert("RGB")
+        image.load()
+        return image if image.mode in IMAGE_MODES else image.convert("RGB")
 
 
 class ImageFile(FileRef):
-    """An image file, decoded to an RGB PIL image on demand."""
+    """An image file, decoded to a PIL image (by `read_image`) on demand."""
 
     def load(self) -> Image.Image:
         return read_image(self.path)
