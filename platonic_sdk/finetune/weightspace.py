@@ -171,16 +171,17 @@ class TaskVector:
             if live[n].shape != d.shape:
                 raise ShapeError(f"tensor {n!r} has shape {tuple(live[n].shape)} in the model, {tuple(d.shape)} in the task vector")
         sites = {n: live[n] for n in self.deltas}
+        label = f"task vector ({len(self.deltas)} tensors) x {c:g}"  # not repr: its norm is a pass over tau
         if self.target is not None:
             here = Target.of(sites, self.target.family, type(model).__name__)
-            self.target.check(here, repr(self), allow_other_target)
+            self.target.check(here, label, allow_other_target)
         deltas = self.deltas
 
         def update(values: dict[str, Tensor]) -> dict[str, Tensor]:
             return {n: (t.double() + c * deltas[n].to(device=t.device, dtype=torch.float64)).to(t.dtype) for n, t in values.items()}
 
         handle = AppliedTaskVector(self, c)
-        handle.stack = stack.push(handle, sites, update, f"{self!r} x {c:g}", model)
+        handle.stack = stack.push(handle, sites, update, label, model)
         return handle
 
     def fold_into(self, model: nn.Module, coef: float = 1.0, allow_other_target: bool = False) -> None:
