@@ -18,8 +18,9 @@ class LineProgress:
     """tqdm's small interface (iterate, update, set_postfix, close, `with`) that writes one summary line at close."""
 
     def __init__(self, iterable: Iterable[Any] | None = None, desc: str = "", total: int | None = None,
-                 disable: bool = False, min_seconds: float = MIN_SECONDS) -> None:
-        self.iterable, self.desc, self.disable, self.min_seconds = iterable, desc, disable, min_seconds
+                 disable: bool = False, min_seconds: float | None = None) -> None:
+        self.iterable, self.desc, self.disable = iterable, desc, disable
+        self.min_seconds = MIN_SECONDS if min_seconds is None else min_seconds
         if total is None and iterable is not None and hasattr(iterable, "__len__"):
             total = len(iterable)  # type: ignore[arg-type]
         self.total, self.n, self.postfix, self.closed = total, 0, "", False

@@ -111,7 +111,7 @@ def test_held_out_covers_every_cross_source_pair(ws):
         studies.held_out(ws, "clip", TASKS[:2], TASKS[0])
 
 
-def test_similarity_against_descriptors_computed_from_scratch(ws):
+def test_similarity_against_descriptors_computed_from_scratch(ws, monkeypatch, capsys):
     fams = ("clip", "siglip")
     result = similarity(ws, fams, TASKS[:2])
     assert np.allclose(result.matrix, result.matrix.T) and np.allclose(np.diag(result.matrix), 1)
@@ -129,7 +129,9 @@ def test_similarity_against_descriptors_computed_from_scratch(ws):
     assert result.same_model_cross_task == pytest.approx(np.mean(same_model), abs=1e-5)
     # a capped union: the first k probes of each grid
     k = 5
-    capped = similarity(ws, fams, TASKS[:2], union_probes=k)
+    monkeypatch.setattr("platonic_sdk.progress.MIN_SECONDS", 0.0)  # every stage prints its line (stderr is not a terminal)
+    capped = similarity(ws, fams, TASKS[:2], union_probes=k, progress=True)
+    assert capsys.readouterr().err.startswith("similarity: union-grid descriptors: 4/4 in ")
     heads = [Grid(g.task, g.probe_ids[:k], g.prompts, g.items[:k]) for g in (ws.grid(t) for t in TASKS[:2])]
     small = {(f, t): UTD.compute(ws.models[f], ws.finetuned[(f, t)], Grid.union(heads)) for t in TASKS[:2] for f in fams}
     for (i, a), (j, b) in itertools.combinations(enumerate(capped.labels), 2):

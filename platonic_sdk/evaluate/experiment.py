@@ -96,7 +96,7 @@ def _run(ws: Workspace, folder: RunFolder, config: ExperimentConfig, describe: d
         )
     results: dict[str, Any] = {}
     if config.similarity:  # first: it encodes what the cells reuse
-        results["similarity"] = timed("similarity", lambda: similarity(ws, union_probes=config.similarity_probes)).as_dict()
+        results["similarity"] = timed("similarity", lambda: similarity(ws, union_probes=config.similarity_probes, progress=progress)).as_dict()
     done = {r["key"]: r for r in folder.records()}
     resumed = sum(key in done for key, _, _ in passes)
 
@@ -125,7 +125,7 @@ def _run(ws: Workspace, folder: RunFolder, config: ExperimentConfig, describe: d
     if config.guarantee:
         results["guarantee"] = timed("guarantee", lambda: studies.guarantee(ws, cells, alpha, strength))
     if config.orthoreg_tasks:
-        results["orthoreg"] = timed("orthoreg study", lambda: orthoreg_study(ws, config))
+        results["orthoreg"] = timed("orthoreg study", lambda: orthoreg_study(ws, config, progress))
     folder.write_json("studies.json", results)
 
     summary = report.summarise_run(ws, list(records.values()), results, config)
@@ -169,7 +169,7 @@ def draw_figures(folder: RunFolder, summary: dict[str, Any], records: Sequence[d
     return figures
 
 
-def orthoreg_study(ws: Workspace, config: ExperimentConfig) -> dict[str, Any]:
+def orthoreg_study(ws: Workspace, config: ExperimentConfig, progress: bool = False) -> dict[str, Any]:
     """Plain vs OrthoReg (lambda = 1) fine-tuning of the first family on several tasks, then weight-space
     addition by every registered merging method (each coefficient chosen on validation)."""
     from ..finetune import FinetuneConfig, merge_methods
@@ -178,7 +178,7 @@ def orthoreg_study(ws: Workspace, config: ExperimentConfig) -> dict[str, Any]:
     family = ws.families[0]
     tasks = [ws.tasks[t] for t in ws.transfer_tasks[: config.orthoreg_tasks]]
     recipe = FinetuneConfig(**config.orthoreg_recipe, seed=config.settings.seed)
-    results = addition_study(ws.models[family], tasks, recipe, lambdas=(0.0, 1.0), methods=merge_methods())
+    results = addition_study(ws.models[family], tasks, recipe, lambdas=(0.0, 1.0), progress=progress, methods=merge_methods())
     return {
         "family": family, "tasks": [t.name for t in tasks], "recipe": dict(config.orthoreg_recipe),
         "runs": [{"method": r.method, "orthoreg": r.orthoreg, "coef": r.coef, "grid_top": max(r.sweep.coefs),

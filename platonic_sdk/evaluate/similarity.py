@@ -18,6 +18,7 @@ import torch
 
 from ..errors import PlatonicError
 from ..linalg import descriptor_cosine, unit_rows
+from ..progress import progress as progress_bar
 from ..protocol import DualEncoder
 from .workspace import Workspace
 
@@ -59,20 +60,24 @@ def union_descriptor(ws: Workspace, family: str, task: str, grid_tasks: Sequence
 
 
 def similarity(
-    ws: Workspace, families: Sequence[str] | None = None, tasks: Sequence[str] | None = None, union_probes: int | None = None
+    ws: Workspace, families: Sequence[str] | None = None, tasks: Sequence[str] | None = None, union_probes: int | None = None,
+    progress: bool | None = None,
 ) -> SimilarityResult:
     """Cosine similarities of every (family, task) descriptor whose fine-tuned model is available
     (the union grid needs the fine-tuned model; descriptors loaded from files are left out).
 
     `union_probes` caps the probes taken from each task's grid in the union (None: all): the union
-    costs (fine-tunes x tasks x probes) encodings, the one study that is not a matrix product.
+    costs (fine-tunes x tasks x probes) encodings, the one study that is not a matrix product (it shows
+    progress per fine-tune; `progress` None: as the workspace does).
     """
     families = tuple(families or ws.families)
     tasks = tuple(tasks or ws.transfer_tasks)
     labels = tuple((f, t) for t in tasks for f in families if isinstance(ws.finetuned.get((f, t)), DualEncoder))
     if len(labels) < 2:
         raise PlatonicError("descriptor similarity needs at least two fine-tuned models (stored descriptors cannot be recomputed)")
-    union = {label: union_descriptor(ws, *label, tasks, union_probes) for label in labels}
+    shown = ws.progress if progress is None else progress
+    union = {label: union_descriptor(ws, *label, tasks, union_probes)
+             for label in progress_bar(labels, desc="similarity: union-grid descriptors", disable=not shown)}
     n = len(labels)
     matrix = np.eye(n)
     for i, j in itertools.combinations(range(n), 2):
