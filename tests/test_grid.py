@@ -118,3 +118,22 @@ def test_no_item_is_encoded_twice_by_one_model(models, tasks, tmp_path):
     probes = sum(ws3.grid(t).shape[0] for t in TASKS)
     tests = sum(len(tasks[t].test) for t in (*TASKS, CONTROL))
     assert dict(counts) == {name: probes + tests for name in three}
+
+
+@pytest.mark.parametrize("method, params", [("ties", {"keep": 0.5}), ("iso_c", {})])
+def test_merging_methods_on_a_same_architecture_cell(ws, models, tasks, method, params):
+    from platonic_sdk.evaluate.merging import merged_weight_space
+    from platonic_sdk.finetune import merge
+
+    cell = next(c for c in addition_cells(ws, groups=["same-architecture"], pairing="any") if c.target == "clip")
+    settings = CellSettings(weight_space_coef=0.7)
+    result = merged_weight_space(method, **params)(ws, cell, settings)
+    target = copy.deepcopy(models["clip"])
+    vectors = [TaskVector.from_models(models[s].media_encoder, ws.finetuned[(s, t)].media_encoder) for s, t in zip(cell.sources, cell.tasks)]
+    merge(vectors, method, **params).apply_to(target.media_encoder, 0.7, allow_other_target=True)
+    names = [*cell.tasks, CONTROL]
+    assert result == pytest.approx({n: accuracy(target, tasks[n]) for n in names})
+    cross = next(iter(addition_cells(ws)))
+    assert merged_weight_space(method, **params)(ws, cross, settings) is None  # weight space needs one architecture
+    with pytest.raises(ps.PlatonicError, match="unknown merge method"):
+        merged_weight_space("mean")

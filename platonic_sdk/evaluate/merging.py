@@ -8,7 +8,7 @@ each train split (never the test split) and reported on test.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import attrs
 import numpy as np
@@ -19,6 +19,7 @@ from ..finetune.weightspace import merge_method
 from ..protocol import DualEncoder
 from ..tasks import Task
 from .selection import DEFAULT_COEFS, Evaluate, Sweep, select_addition, select_negation, task_vector_evaluator
+from .workspace import Workspace
 from .zeroshot import accuracy
 
 
@@ -154,3 +155,23 @@ def negation_study(
         merged = task_vector_evaluator(encoder, negated, [target, control])(sweep.best)
         out.append(MergeResult(lam, sweep.best, sweep, zero_shot, tuned, merged))
     return out
+
+
+def merged_weight_space(method: str, **params: Any) -> Callable[[Workspace, Any, Any], dict[str, float] | None]:
+    """A cell method fn(workspace, cell, settings): theta_target + sign * c * merge_method(tau_1..tau_L)
+    of the cell's (source, task) fine-tunes, c = settings.weight_space_coef (sign -1 for negation);
+    None on cross-family cells or where a task vector is unknown. `task_arithmetic` is the weight-space
+    baseline itself."""
+    merge_method(method)  # unknown names fail here, not on the first cell
+
+    def fn(ws: Workspace, cell: Any, settings: Any) -> dict[str, float] | None:
+        if cell.group == "cross-family":
+            return None
+        vectors = [ws.task_vector(source, task) for source, task in zip(cell.sources, cell.tasks)]
+        if any(v is None for v in vectors):
+            return None
+        coef = (1.0 if cell.kind == "addition" else -1.0) * settings.weight_space_coef
+        names = list(cell.tasks) + [c for c in ws.controls if c not in cell.tasks]
+        return ws.weight_space_accuracies(cell.target, [(merge(vectors, method, **params), coef)], names)
+
+    return fn
