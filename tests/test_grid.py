@@ -137,3 +137,14 @@ def test_merging_methods_on_a_same_architecture_cell(ws, models, tasks, method, 
     assert merged_weight_space(method, **params)(ws, cross, settings) is None  # weight space needs one architecture
     with pytest.raises(ps.PlatonicError, match="unknown merge method"):
         merged_weight_space("mean")
+
+
+def test_every_merging_method_is_a_registered_cell_method(ws):
+    from platonic_sdk.evaluate.merging import merged_weight_space
+    from platonic_sdk.finetune import merge_methods
+
+    cell = next(c for c in negation_cells(ws, groups=["same-architecture"]) if c.target == "clip")
+    names = ["weight_space" if m == "task_arithmetic" else f"weight_space_{m}" for m in merge_methods()]
+    record = evaluate_cell(ws, cell, CellSettings(), methods=names)
+    for name, m in zip(names, merge_methods()):
+        assert record["results"][name] == merged_weight_space(m)(ws, cell, CellSettings())

@@ -4,7 +4,8 @@ A method is fn(workspace, cell, settings) -> {set: accuracy}, or None where it d
 oracle without the target's own fine-tunes, weight space across architectures). Built in:
 zero_shot; closed_form (alpha * A(sum_l U_l), negation strength * A(-U)); random_utd (Gaussian
 descriptors of the same norms); single_a / single_b (one term of an addition); oracle (the target's
-own descriptors); weight_space (theta + c sum_l tau_l on same-architecture cells); lora (the LoRA
+own descriptors); weight_space (theta + c sum_l tau_l on same-architecture cells) and
+weight_space_<method> for the other merging methods (finetune.merging: ties, dare, tsv, iso_c); lora (the LoRA
 route fitted to the cell's composition, capped at 8 cells per kind and group: it re-encodes).
 A new method is one function plus `register_method` (docs/architecture.md shows an example).
 """
@@ -18,7 +19,9 @@ import attrs
 from torch import Tensor
 
 from ..errors import PlatonicError
+from ..finetune.weightspace import merge_method, merge_methods
 from .cells import Cell
+from .merging import merged_weight_space
 from .settings import CACHED, CellSettings
 from .workspace import Workspace
 
@@ -96,16 +99,6 @@ def oracle(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float
     return _folded(ws, cell, settings, [ws.operator(cell.target, cell.target, task) for task in cell.tasks])
 
 
-def weight_space(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float] | None:
-    if cell.group == "cross-family":
-        return None
-    vectors = [ws.task_vector(s, task) for s, task in zip(cell.sources, cell.tasks)]
-    if any(v is None for v in vectors):
-        return None
-    coef = _sign_strength(cell, settings)[0] * settings.weight_space_coef
-    return ws.weight_space_accuracies(cell.target, [(v, coef) for v in vectors], eval_names(ws, cell))
-
-
 def lora(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
     """Fit sign * sum_l UTD_l with the LoRA route (recipe: LoraRouteConfig(**settings.lora)) on the cell's
     grids, then re-encode the target with the fitted edit at the cell's strength, as the closed form folds it."""
@@ -124,7 +117,10 @@ register_method("single_a", single(0), "single A", kinds=("addition",))
 register_method("single_b", single(1), "single B", kinds=("addition",))
 register_method("closed_form", closed_form, "ours, closed form")
 register_method("oracle", oracle, "oracle (own UTD)")
-register_method("weight_space", weight_space, "weight-space task arithmetic")
+register_method("weight_space", merged_weight_space("task_arithmetic"), "weight-space task arithmetic")
+for _merge in merge_methods():  # the other merging methods, same cells and coefficient: weight_space_ties, ...
+    if _merge != "task_arithmetic":
+        register_method(f"weight_space_{_merge}", merged_weight_space(_merge), f"weight space, {merge_method(_merge).description}")
 register_method("lora", lora, "ours, LoRA route", max_cells=8)
 
 
