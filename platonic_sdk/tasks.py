@@ -41,6 +41,11 @@ class Split:
         ids = [int(i) for i in ids]
         return Split(take(self.items, ids), self.labels[ids])
 
+    @functools.cached_property
+    def content(self) -> str:
+        """sha256 of the items' content (`items_fingerprint`) and the labels: equal only on the same data."""
+        return hashlib.sha256((items_fingerprint(self.items) + json.dumps(self.labels.tolist())).encode()).hexdigest()
+
 
 def _tuple_of_str(value: Sequence[str]) -> tuple[str, ...]:
     return tuple(str(v) for v in value)
@@ -121,6 +126,15 @@ def item_fingerprint(item: Any) -> str:
     return digest.hexdigest()
 
 
+def items_fingerprint(items: Sequence[Any]) -> str:
+    """sha256 over the items' fingerprints (see `item_fingerprint`), in order; a sequence of item
+    references (with `.refs`, e.g. `items.Items`) is hashed by reference, undecoded."""
+    digest = hashlib.sha256()
+    for item in getattr(items, "refs", items):
+        digest.update(item_fingerprint(item).encode())
+    return digest.hexdigest()
+
+
 def _prompt_tuple(value: Sequence[Sequence[str]]) -> tuple[tuple[str, ...], ...]:
     return tuple(tuple(str(p) for p in cls) for cls in value)
 
@@ -173,13 +187,8 @@ class Grid:
 
     @functools.cached_property
     def content(self) -> str:
-        """sha256 over the probe items' fingerprints (see `item_fingerprint`), in probe order; hashed once per grid.
-
-        A sequence of item references (with `.refs`, e.g. `items.Items`) is hashed by reference, undecoded."""
-        digest = hashlib.sha256()
-        for item in getattr(self.items, "refs", self.items):
-            digest.update(item_fingerprint(item).encode())
-        return digest.hexdigest()
+        """`items_fingerprint` of the probe items, in probe order; hashed once per grid."""
+        return items_fingerprint(self.items)
 
     @functools.cached_property
     def identity(self) -> str:

@@ -257,3 +257,37 @@ def test_data_changed_since_the_descriptor_is_refused(work, capsys, tmp_path):
         (copy / cls).rmdir()
     refused(capsys, work, "give --task colours=KIND:PATH", "bank", "--family", "siglip", "--checkpoint", "siglip",
             "--descriptor", str(utd_file), "-o", "bank_gone.safetensors")
+
+
+def test_a_split_content_covers_items_and_labels():
+    items = _images()
+    split = Split(items, [0, 1, 0, 1])
+    assert split.content == Split(_images(), [0, 1, 0, 1]).content
+    assert split.content != Split(_images(), [1, 0, 0, 1]).content  # labels count
+    other = _images()
+    other[0].putpixel((0, 0), (1, 1, 1))
+    assert split.content != Split(other, [0, 1, 0, 1]).content
+
+
+def test_a_run_folder_refuses_a_resume_on_changed_data(tmp_path):
+    """Workspace settings record each task's data; a run folder begun on them refuses other data by name."""
+    from platonic_sdk.data.images import image_folder_task
+    from platonic_sdk.evaluate.runfolder import RunFolder
+    from platonic_sdk.evaluate.workspace import Workspace
+
+    _folder(tmp_path / "data", 0)
+    models = {"clip": ps.from_config("clip", seed=0)}
+
+    def settings():
+        task = image_folder_task(tmp_path / "data", "colours", test_fraction=0.34)
+        return Workspace(models, {"colours": task}, {}, per_class=2).settings()
+
+    with RunFolder(tmp_path / "run") as run:
+        run.begin(settings())
+    recorded = (tmp_path / "run" / "run.json").read_bytes()
+    with RunFolder(tmp_path / "run") as run:
+        run.begin(settings())  # the same data: the run resumes
+    Image.new("RGB", (8, 8), (1, 2, 3)).save(tmp_path / "data" / "blue" / "2.png")  # one image, same name
+    with RunFolder(tmp_path / "run") as run, pytest.raises(PlatonicError, match=r"fingerprints\.data/colours:"):
+        run.begin(settings())
+    assert (tmp_path / "run" / "run.json").read_bytes() == recorded

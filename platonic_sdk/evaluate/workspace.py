@@ -133,8 +133,15 @@ class Workspace:
             "per_class": self.per_class, "grid_seed": self.grid_seed, "ridge_a": self.ridge_a, "ridge_b": self.ridge_b,
             "batch_size": self.batch_size,
             "fingerprints": {**{f: fingerprint(m) for f, m in self.models.items()},
-                             **{f"{f}/{t}": fingerprint(s) for (f, t), s in self.finetuned.items()}},
+                             **{f"{f}/{t}": fingerprint(s) for (f, t), s in self.finetuned.items()},
+                             **{f"data/{t}": self.data_fingerprint(t) for t in self.tasks}},
         }
+
+    def data_fingerprint(self, task: str) -> str:
+        """The task's data as a run uses it: its probe grid's identity (which covers the probe items) and its
+        test split's content; a task without train items has no grid."""
+        probes = self.grid(task).identity if len(self._task(task).train) else "no-probes"
+        return f"{probes} {self._task(task).test.content[:20]}"
 
     # ------------------------------------------------------------------ target side
     def grid(self, task: str) -> Grid:
