@@ -93,10 +93,19 @@ class SplitQKVAttention(nn.Module):
 
 
 def split_attention(tower: nn.Module) -> nn.Module:
-    """Replace every fused self-attention of the tower's residual blocks by a `SplitQKVAttention` (in place)."""
-    for block in tower.modules():
-        if isinstance(block, ResidualAttentionBlock) and isinstance(block.attn, nn.MultiheadAttention):
-            block.attn = SplitQKVAttention(block.attn)
+    """Replace every fused self-attention of the tower's residual blocks by a `SplitQKVAttention` (in place).
+
+    Raises PlatonicError when there is none to replace (e.g. a future open_clip whose blocks no longer use
+    nn.MultiheadAttention): the LoRA routes would otherwise find no q / v projection and fit nothing.
+    """
+    blocks = [b for b in tower.modules() if isinstance(b, ResidualAttentionBlock) and isinstance(b.attn, nn.MultiheadAttention)]
+    if not blocks:
+        raise PlatonicError(
+            f"no nn.MultiheadAttention in the residual blocks of this {type(tower).__name__} "
+            f"(open_clip {open_clip.__version__}): its q / k / v cannot be split for the LoRA routes"
+        )
+    for block in blocks:
+        block.attn = SplitQKVAttention(block.attn)
     return tower
 
 

@@ -330,3 +330,14 @@ def test_plain_transformers_folders_load(family, config, caption_tokenizer, tmp_
         assert back.family == name and type(back.images) is type(enc.images)
         with torch.no_grad():
             assert torch.equal(back.embed_media(back.preprocess(_images(2, 11))), enc.embed_media(batch))
+
+
+def test_open_clip_attention_split_raises_when_it_replaces_nothing():
+    """The LoRA routes rely on open_clip's blocks using nn.MultiheadAttention; without one the split says so."""
+    from platonic_sdk.adapters.openclip import split_attention
+
+    enc = ps.from_config("openclip")
+    before = {k: v.clone() for k, v in enc.model.state_dict().items()}
+    with pytest.raises(ps.PlatonicError, match="no nn.MultiheadAttention"):
+        split_attention(enc.media_encoder)  # already split: nothing left to replace
+    assert all(torch.equal(v, before[k]) for k, v in enc.model.state_dict().items())

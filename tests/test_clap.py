@@ -166,3 +166,36 @@ def test_a_clip_embeds_the_same_alone_and_in_a_batch(case):
         together = enc.embed_media(enc.preprocess(clips))
         alone = torch.cat([enc.embed_media(enc.preprocess([c])) for c in clips])
     assert torch.allclose(together, alone, atol=1e-4)
+
+
+def test_audio_items_in_every_ecosystem_format_embed_alike(tmp_path):
+    """Waveform, file path, HF datasets dict, (samples, rate) tuple and torch tensors are the same clip."""
+    enc = ps.from_config("clap-htsat-unfused", seed=0)
+    stereo = _clips()[0]
+    path = write_audio(tmp_path / "clip.wav", stereo, subtype="FLOAT")
+    items = [
+        stereo,
+        str(path),
+        path,
+        {"array": stereo.samples, "sampling_rate": 22050, "path": None},  # datasets' Audio feature
+        (stereo.samples, 22050),
+        (torch.from_numpy(stereo.samples), 22050.0),
+        Waveform(torch.from_numpy(stereo.samples), 22050),
+    ]
+    with torch.no_grad():
+        z = enc.encode_media(enc.preprocess(items))
+    assert (z - z[0]).abs().max() <= 1e-6
+
+
+def test_soundfile_layout_and_rateless_audio_are_refused_by_name():
+    frames_by_channels = np.zeros((4000, 2), dtype=np.float32)  # soundfile.read's (frames, channels)
+    with pytest.raises(ps.ShapeError, match=r"\(channels, n\).*4000 frames of 2 channels.*samples\.T"):
+        Waveform(frames_by_channels, 8000)
+    with pytest.raises(ps.ShapeError, match="samples.T"):
+        ps.from_config("clap-htsat-unfused").preprocess([(frames_by_channels, 8000)])
+    assert Waveform(frames_by_channels.T, 8000).mono().num_samples == 4000
+    enc = ps.from_config("clap-htsat-unfused")
+    with pytest.raises(ps.PlatonicError, match="no sample rate"):
+        enc.preprocess([torch.zeros(100)])
+    with pytest.raises(ps.PlatonicError, match="'array' and 'sampling_rate'"):
+        enc.preprocess([{"audio": np.zeros(100)}])

@@ -26,6 +26,8 @@ AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".aiff", ".aif", ".mp3")
 
 
 def _samples(value: Any) -> np.ndarray:
+    if hasattr(value, "detach"):  # a torch tensor, on any device
+        value = value.detach().cpu().numpy()
     return np.asarray(value, dtype=np.float32)
 
 
@@ -39,6 +41,13 @@ class Waveform:
     def __attrs_post_init__(self) -> None:
         if self.samples.ndim not in (1, 2):
             raise ShapeError(f"waveform samples must be (n,) or (channels, n), got shape {self.samples.shape}")
+        if self.samples.ndim == 2 and self.samples.shape[0] > self.samples.shape[1]:
+            channels, frames = self.samples.shape[1], self.samples.shape[0]
+            raise ShapeError(
+                f"waveform samples of shape {self.samples.shape} would be {self.samples.shape[0]} channels of "
+                f"{self.samples.shape[1]} samples; Waveform takes (channels, n). For soundfile's (frames, channels) "
+                f"layout ({frames} frames of {channels} channels here) pass samples.T"
+            )
         if self.samples.size == 0 or self.samples.shape[-1] == 0:
             raise ShapeError("waveform has no samples")
         if not np.isfinite(self.samples).all():
@@ -135,14 +144,26 @@ def write_audio(path: str | os.PathLike, waveform: Waveform, subtype: str = "PCM
 
 
 def as_waveform(item: Any) -> Waveform:
-    """A task item (a Waveform, or a path to an audio file) as a Waveform."""
+    """An audio item as a Waveform. Items: a `Waveform`; a path to an audio file; a Hugging Face `datasets`
+    audio dict {"array", "sampling_rate"}; an (samples, rate) pair. Samples (numpy arrays or torch tensors)
+    are (n,) or (channels, n); a bare array or tensor is refused, since it carries no sample rate."""
     if isinstance(item, Waveform):
         return item
     if isinstance(item, (str, os.PathLike)):
         return read_audio(item)
+    if isinstance(item, dict):
+        if "array" not in item or "sampling_rate" not in item:
+            raise PlatonicError(
+                f"an audio dict needs the keys 'array' and 'sampling_rate' (as Hugging Face datasets' Audio "
+                f"feature gives), got {sorted(item)}"
+            )
+        return Waveform(item["array"], item["sampling_rate"])
+    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], (int, float, np.number)):
+        return Waveform(*item)
+    bare = " (a bare array has no sample rate: pass (samples, rate))" if hasattr(item, "shape") else ""
     raise PlatonicError(
-        f"audio items must be Waveform objects or paths to audio files, got {type(item).__name__} "
-        "(wrap raw samples as Waveform(samples, sample_rate))"
+        f"audio items are Waveform objects, paths to audio files, {{'array', 'sampling_rate'}} dicts or "
+        f"(samples, rate) tuples, got {type(item).__name__}{bare}"
     )
 
 
