@@ -26,7 +26,7 @@ from platonic_sdk.errors import CheckpointError
 from platonic_sdk.atomic import write_text
 from platonic_sdk.protocol import MARKER, DualEncoder, read_marker
 
-from ._image import HFImages
+from ._image import IMAGE_BACKEND, HFImages
 from ._text import check_texts, check_vocab, context_length_of, default_tokenizer, load_tokenizer
 
 def resolve_checkpoint(checkpoint: str | os.PathLike) -> tuple[str, bool]:
@@ -244,8 +244,8 @@ class HFImageTextEncoder(DualEncoder):
         if broken:
             raise CheckpointError(f"weights in {source} do not fit the {config.model_type} architecture: {broken}")
         tokenizer = load_tokenizer(source, config.text_config.vocab_size)
-        try:  # the checkpoint's own processor, as AutoProcessor loads it
-            processor = AutoImageProcessor.from_pretrained(source)
+        try:  # the checkpoint's own processor (PIL backend: see adapters/_image.py)
+            processor = AutoImageProcessor.from_pretrained(source, backend=IMAGE_BACKEND)
         except OSError:  # no preprocessor_config.json: the family's defaults at the model's size
             processor = cls.default_processor(config)
         encoder = cls(model, tokenizer, HFImages(processor), family=family, checkpoint=str(checkpoint))

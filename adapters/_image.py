@@ -1,8 +1,11 @@
 """Image preprocessing taken from the checkpoint itself, run by the model's own library.
 
-- transformers families: the checkpoint's image processor, as `AutoImageProcessor` loads it (in
-  transformers 5 the torchvision-backed class; the PIL one with `use_fast=False`): resize with the
-  checkpoint's resample mode, optional centre crop, rescale, normalise (SigLIP2 NaFlex: patchify).
+- transformers families: the checkpoint's image processor with its PIL backend
+  (`AutoImageProcessor.from_pretrained(folder, backend="pil")`, the processors these checkpoints were
+  published with): resize with the checkpoint's resample mode, optional centre crop, rescale, normalise
+  (SigLIP2 NaFlex: patchify). transformers 5 defaults to a torchvision backend, whose resizing differs
+  from PIL's (measured on the parity checkpoints of tests/test_parity.py: up to 6e-3 on unit embeddings
+  with bilinear / bicubic resizing of noise images, 2e-2 with nearest), so it is not used.
 - open_clip families: open_clip's eval transform built from the model's preprocess config
   (`image_transform_v2`: resize mode "shortest" / "longest" / "squash", interpolation, mean, std).
 
@@ -20,6 +23,8 @@ import torch
 from torch import Tensor
 
 from platonic_sdk.data.images import as_images
+
+IMAGE_BACKEND = "pil"  # transformers image-processor backend (see the module docstring)
 
 
 @attrs.frozen

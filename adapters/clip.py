@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import torch
 from torch import Tensor
-from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, PretrainedConfig, PreTrainedTokenizerBase
+from transformers import CLIPConfig, CLIPImageProcessorPil, CLIPModel, PretrainedConfig, PreTrainedTokenizerBase
 
 from platonic_sdk.errors import NotAffineError
 from platonic_sdk.protocol import AffineSite
@@ -41,10 +41,10 @@ class CLIPEncoder(HFImageTextEncoder):
         return CLIPModel
 
     @classmethod
-    def default_processor(cls, config: PretrainedConfig) -> CLIPImageProcessor:
+    def default_processor(cls, config: PretrainedConfig) -> CLIPImageProcessorPil:
         """CLIP's recipe (OpenAI statistics, bicubic shortest-side resize, centre crop) at the model's size."""
         size = config.vision_config.image_size
-        return CLIPImageProcessor(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
+        return CLIPImageProcessorPil(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
 
     @property
     def embed_dim(self) -> int:

@@ -18,10 +18,10 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
     Siglip2Config,
-    Siglip2ImageProcessor,
+    Siglip2ImageProcessorPil,
     Siglip2Model,
     SiglipConfig,
-    SiglipImageProcessor,
+    SiglipImageProcessorPil,
     SiglipModel,
 )
 
@@ -63,7 +63,7 @@ class SiglipEncoder(HFImageTextEncoder):
     def default_processor(cls, config: PretrainedConfig) -> Any:
         """SigLIP's recipe (bicubic square resize, mean = std = 0.5) at the model's size."""
         size = config.vision_config.image_size
-        return SiglipImageProcessor(size={"height": size, "width": size})
+        return SiglipImageProcessorPil(size={"height": size, "width": size})
 
     @property
     def embed_dim(self) -> int:
@@ -99,7 +99,7 @@ class Siglip2Encoder(SiglipEncoder):
         if config.model_type != "siglip2":
             return super().default_processor(config)
         vision = config.vision_config
-        return Siglip2ImageProcessor(patch_size=vision.patch_size, max_num_patches=vision.num_patches)
+        return Siglip2ImageProcessorPil(patch_size=vision.patch_size, max_num_patches=vision.num_patches)
 
     def embed_media(self, batch: Tensor | dict[str, Tensor]) -> Tensor:
         if isinstance(self._model, Siglip2Model):

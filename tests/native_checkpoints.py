@@ -195,7 +195,8 @@ def _features(out: Any) -> torch.Tensor:
 
 
 def native_hf_images(folder: Path, images: Sequence[Any]) -> torch.Tensor:
-    """AutoProcessor + AutoModel.get_image_features, normalised.
+    """AutoProcessor (the PIL image backend, as the checkpoints were published) + AutoModel.get_image_features,
+    normalised.
 
     A processor without `do_convert_rgb` (SigLIP2 NaFlex) fails on non-RGB images: those get
     transformers' own `convert_to_rgb` first, as every other processor applies it.
@@ -203,7 +204,8 @@ def native_hf_images(folder: Path, images: Sequence[Any]) -> torch.Tensor:
     from transformers import AutoModel, AutoProcessor
     from transformers.image_transforms import convert_to_rgb
 
-    processor, model = AutoProcessor.from_pretrained(str(folder)), AutoModel.from_pretrained(str(folder)).eval()
+    processor = AutoProcessor.from_pretrained(str(folder), backend="pil")
+    model = AutoModel.from_pretrained(str(folder)).eval()
     if not processor.image_processor.do_convert_rgb:
         images = [convert_to_rgb(im, return_numpy=True) if isinstance(im, Image.Image) else im for im in images]
     with torch.no_grad():
