@@ -404,8 +404,11 @@ def workspace_from_config(args: argparse.Namespace):
 
 
 def cmd_grid(args: argparse.Namespace) -> int:
+    from .evaluate.methods import method
     from .evaluate.runfolder import RunFolder
 
+    for name in [*(args.methods or ()), *(n for n, _ in parse_method_cells(args.method_cells or []))]:
+        method(name)  # an unknown method is refused before any model loads
     with RunFolder(_require(args.out, "--out")) as folder:  # locked before any model loads
         return _grid(args, folder)
 

@@ -130,6 +130,19 @@ def test_output_paths_of_the_wrong_kind(work, capsys):
     refused(capsys, work, "argument --out: 'raises.py' is a file", "grid", "--out", "raises.py")
 
 
+@pytest.mark.parametrize("argv, words", [
+    (("grid", "--world", "banana"), "unknown world 'banana'"),
+    (("demo", "--world", "banana"), "unknown world 'banana'"),
+    (("grid", "--methods", "closed_form,nosuch"), "unknown cell method 'nosuch'"),
+    (("grid", "--method-cells", "nosuch=2"), "unknown cell method 'nosuch'"),
+    (("grid", "--method-cells", "lora=abc"), "--method-cells takes NAME=N or NAME=all"),
+])
+@pytest.mark.parametrize("out", ["new/run", "adir"])
+def test_a_run_refused_before_it_begins_leaves_no_folder_or_lock(work, capsys, argv, words, out):
+    """A refused run creates no run folder and, in an existing folder, leaves no lock file."""
+    refused(capsys, work, words, *argv, "--out", out, "--quiet")
+
+
 def _png_header(width: int, height: int) -> bytes:
     """A PNG that claims width x height pixels in a few bytes (a decompression bomb)."""
     def chunk(kind: bytes, data: bytes) -> bytes:

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -81,6 +82,7 @@ class RunFolder:
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
         self._lock: IO[str] | None = None
+        self._created: list[Path] = []  # what entering made (the folder, its lock file), in order
 
     @property
     def cells_path(self) -> Path:
@@ -89,6 +91,8 @@ class RunFolder:
     def __enter__(self) -> "RunFolder":
         if self.path.exists() and not self.path.is_dir():
             raise PlatonicError(f"run folder {self.path} is a file, not a folder")
+        missing = [p for p in (self.path / LOCK_FILE, self.path, *self.path.parents) if not p.exists()]
+        self._created = missing[::-1]  # outermost folder first, the lock file last
         self.path.mkdir(parents=True, exist_ok=True)
         lock = open(self.path / LOCK_FILE, "a+")
         try:
@@ -105,8 +109,12 @@ class RunFolder:
         self._lock = lock
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         self._release()
+        if kind is not None and not (self.path / RUN_FILE).exists():  # failed before begin(): leave no trace
+            for created in reversed(self._created):
+                with contextlib.suppress(OSError):  # a folder something else wrote into stays
+                    created.rmdir() if created.is_dir() else created.unlink()
 
     def _release(self) -> None:
         if self._lock is not None:
