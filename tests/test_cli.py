@@ -227,6 +227,17 @@ def test_grid_from_a_config_file(descriptors, capsys):
     assert sorted(p.name for p in (work / "run/figures").iterdir()) == ["accumulation.png", "per_task.png", "similarity.png", "strength_sweep.png",
                                                                         "two_task_scatter.png"]
     in_process(capsys, work, "grid", "run.settings.alpha: 0.5 -> 0.7", "--config", "grid.toml", "--out", "run", "--alpha", "0.7")
+    old = Path.cwd()
+    os.chdir(work)
+    try:  # any registered method, the LoRA route included (two steps here), reported against the closed form
+        assert cli.main(["grid", "--config", "grid.toml", "--out", "lora", "--methods", "closed_form,lora", "--lora-steps", "2", "--no-similarity"]) == 0
+    finally:
+        os.chdir(old)
+    summary = json.loads((work / "lora/report.json").read_text())
+    assert set(summary["addition"]) == {"cells", "zero_shot", "closed_form", "lora"}
+    assert summary["addition"]["lora"]["cells"] == 2 and summary["negation"]["lora"]["cells"] == 4  # capped at 8: every cell here
+    assert summary["same_cells"]["lora"]["negation"]["lora"] == summary["negation"]["lora"]
+    assert "## ours, LoRA route vs closed form on the same addition cells (2 cells" in (work / "lora/report.md").read_text()
     (work / "bad.toml").write_text("[grid]\nalpah = 0.5\n")
     in_process(capsys, work, "grid", "alpah", "--config", "bad.toml", "--out", "run2")
     assert not (work / "run2").exists()

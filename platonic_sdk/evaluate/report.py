@@ -67,11 +67,11 @@ def per_task(records: Sequence[dict[str, Any]], ws: Any) -> dict[str, dict[str, 
         for r in records:
             if r["kind"] != "addition" or r["group"] != "cross-family" or task not in r["tasks"]:
                 continue
-            i = r["tasks"].index(task)
-            single.append(r["results"]["single_a" if i == 0 else "single_b"][task])
-            zero.append(r["results"]["zero_shot"][task])
-            if "oracle" in r["results"]:
-                oracle.append(r["results"]["oracle"][task])
+            results = r["results"]
+            zero.append(results["zero_shot"][task])
+            for method, values in (("single_a" if r["tasks"].index(task) == 0 else "single_b", single), ("oracle", oracle)):
+                if method in results:  # runs without these methods (grid --methods ...) leave them NaN
+                    values.append(results[method][task])
         fts = [ws.finetuned_accuracy(f, task) for f in ws.families if (f, task) in ws.finetuned]
         if zero:
             out[task] = {"zero_shot": mean(zero), "single": mean(single), "oracle": mean(oracle),
