@@ -94,7 +94,7 @@ class ExperimentConfig:
         return self.method_cells[name] if name in self.method_cells else method(name).max_cells
 
     def as_dict(self) -> dict[str, Any]:
-        return {**attrs.asdict(self, recurse=True, filter=lambda a, _: a.name != "settings"), "settings": self.settings.as_dict()}
+        return attrs.asdict(self)
 
 
 def default(cls: type, name: str) -> Any:
