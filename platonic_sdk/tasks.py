@@ -6,7 +6,7 @@ import functools
 import hashlib
 import json
 import os
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import attrs
 import numpy as np
@@ -93,7 +93,8 @@ class Task:
 def item_fingerprint(item: Any) -> str:
     """sha256 of one item's content, never decoding a reference: its own `fingerprint()`, else its stored
     bytes (`content()` of an item reference, or the file of a path or of an item with a `.path`), else its
-    fields (attrs value objects such as Waveform), else its decoded array."""
+    parts (attrs fields such as a Waveform's, dict entries such as a datasets audio dict's, tuple members
+    such as (samples, rate)), else its decoded array (PIL images, numpy arrays, tensors)."""
     own = getattr(item, "fingerprint", None)
     if callable(own):
         return str(own())
@@ -107,12 +108,14 @@ def item_fingerprint(item: Any) -> str:
                 return hashlib.file_digest(fh, "sha256").hexdigest()
         except OSError as exc:
             raise PlatonicError(f"cannot read item {str(path if path is not None else item)!r}: {exc.strerror or exc}") from None
-    digest = hashlib.sha256(type(item).__name__.encode())
-    if attrs.has(type(item)):
-        for field in attrs.fields(type(item)):
-            value = getattr(item, field.name)
-            scalar = value is None or isinstance(value, (bool, int, float, str, bytes))
-            digest.update((f"{field.name}={value!r}" if scalar else f"{field.name}:{item_fingerprint(value)}").encode())
+    if attrs.has(type(item)) or isinstance(item, (Mapping, tuple, list)):
+        digest = hashlib.sha256(type(item).__name__.encode())
+        parts = (
+            {f.name: getattr(item, f.name) for f in attrs.fields(type(item))} if attrs.has(type(item))
+            else item if isinstance(item, Mapping) else dict(enumerate(item))
+        )
+        for key in sorted(parts, key=repr):
+            digest.update(f"{key!r}:{_part_fingerprint(parts[key])};".encode())
         return digest.hexdigest()
     array = np.asarray(item)
     if array.dtype == object:
@@ -120,10 +123,20 @@ def item_fingerprint(item: Any) -> str:
             f"cannot fingerprint an item of type {type(item).__name__}: give it a fingerprint() method or a .path, "
             "or make it array-like"
         )
-    array = np.ascontiguousarray(array)
-    digest.update(f"{array.dtype.str}{array.shape}".encode())
+    array = np.ascontiguousarray(array)  # the decoded content, whatever holds it (PIL image, ndarray, tensor)
+    digest = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode())
     digest.update(array.data)
     return digest.hexdigest()
+
+
+def _part_fingerprint(value: Any) -> str:
+    """A part of an item: plain values as themselves (a string part is a value, not a path), bytes by their
+    hash, anything else as an item."""
+    if value is None or isinstance(value, (bool, int, float, str, np.number)):
+        return repr(value)
+    if isinstance(value, bytes):
+        return hashlib.sha256(value).hexdigest()
+    return item_fingerprint(value)
 
 
 def items_fingerprint(items: Sequence[Any]) -> str:

@@ -47,6 +47,15 @@ def test_identity_follows_in_memory_content():
     waves = [Waveform(np.linspace(0, 1, 50, dtype=np.float32) * i, 8000) for i in range(4)]
     assert _grid(waves).identity == _grid([Waveform(w.samples.copy(), 8000) for w in waves]).identity
     assert _grid(waves).identity != _grid([Waveform(w.samples, 16000) for w in waves]).identity  # the rate counts
+    # the ecosystem's audio items: datasets dicts and (samples, rate) pairs (numpy or torch samples)
+    dicts = lambda rate: [{"array": w.samples.copy(), "sampling_rate": rate, "path": None} for w in waves]  # noqa: E731
+    assert _grid(dicts(8000)).identity == _grid(dicts(8000)).identity != _grid(dicts(16000)).identity
+    changed = dicts(8000)
+    changed[1]["array"][7] += 1e-3
+    assert _grid(changed).identity != _grid(dicts(8000)).identity
+    pairs = [(torch.from_numpy(w.samples), 8000) for w in waves]
+    assert _grid(pairs).identity == _grid([(w.samples.copy(), 8000) for w in waves]).identity  # a tensor is its array
+    assert _grid(pairs).identity != _grid([(w.samples, 8001) for w in waves]).identity
 
 
 def test_identity_of_path_items_is_their_file_bytes(tmp_path):
