@@ -13,7 +13,7 @@ import platonic_sdk as ps
 from platonic_sdk.worlds.image import ImageWorld
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-NAMES = ("compose_two_tasks_app", "audio_transfer_experiment", "register_family")
+NAMES = ("compose_two_tasks_app", "audio_transfer_experiment", "register_family", "orthoreg_merging_study")
 
 
 @pytest.fixture(scope="module")
@@ -55,3 +55,16 @@ def test_register_family(runs):
     assert "bagnet" in proc.stdout.splitlines()[0]
     assert (out / "bagnet" / "weights.safetensors").is_file()
     assert "bagnet" not in ps.list_families()  # registered inside the example's process only
+
+
+def test_orthoreg_merging_study(runs):
+    import json
+
+    from platonic_sdk.finetune import merge_methods
+
+    proc, out = runs["orthoreg_merging_study"]
+    assert proc.returncode == 0, proc.stderr
+    study = json.loads((out / "study.json").read_text())
+    assert [(r["method"], r["orthoreg"]) for r in study["runs"]] == [(m, lam) for lam in (0.0, 1.0) for m in merge_methods()]
+    assert all(0 <= r["coef"] <= 4 and abs(r["coef"] * 20 - round(r["coef"] * 20)) < 1e-9 for r in study["runs"])  # on the grid
+    assert "| iso_c |" in proc.stdout and (out / "study.md").read_text().strip() == proc.stdout.strip()

@@ -172,17 +172,10 @@ def draw_figures(folder: RunFolder, summary: dict[str, Any], records: Sequence[d
 def orthoreg_study(ws: Workspace, config: ExperimentConfig, progress: bool = False) -> dict[str, Any]:
     """Plain vs OrthoReg (lambda = 1) fine-tuning of the first family on several tasks, then weight-space
     addition by every registered merging method (each coefficient chosen on validation)."""
-    from ..finetune import FinetuneConfig, merge_methods
-    from .merging import addition_study
+    from ..finetune import FinetuneConfig
+    from .merging import orthoreg_comparison
 
     family = ws.families[0]
     tasks = [ws.tasks[t] for t in ws.transfer_tasks[: config.orthoreg_tasks]]
     recipe = FinetuneConfig(**config.orthoreg_recipe, seed=config.settings.seed)
-    results = addition_study(ws.models[family], tasks, recipe, lambdas=(0.0, 1.0), progress=progress, methods=merge_methods())
-    return {
-        "family": family, "tasks": [t.name for t in tasks], "recipe": dict(config.orthoreg_recipe),
-        "runs": [{"method": r.method, "orthoreg": r.orthoreg, "coef": r.coef, "grid_top": max(r.sweep.coefs),
-                  "mean_cosine": r.mean_cosine, "normalised": r.normalised,
-                  "merged_mean": float(np.mean(list(r.merged.values()))), "merged": r.merged, "finetuned": r.finetuned,
-                  "zero_shot": r.zero_shot} for r in results],
-    }
+    return orthoreg_comparison(family, ws.models[family], tasks, recipe, progress)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import PlatonicError
 from ..finetune import FinetuneConfig, TaskVector, finetune, merge
-from ..finetune.weightspace import merge_method
+from ..finetune.weightspace import merge_method, merge_methods
 from ..protocol import DualEncoder
 from ..tasks import Task
 from .selection import DEFAULT_COEFS, Evaluate, Sweep, select_addition, select_negation, task_vector_evaluator
@@ -129,6 +129,18 @@ def addition_study(
             cosine = float(np.mean(cosines)) if cosines else float("nan")
             out.append(MergeResult(lam, sweep.best, sweep, zero_shot, tuned, merged, cosine, method))
     return out
+
+
+def orthoreg_comparison(name: str, encoder: DualEncoder, tasks: Sequence[Task], recipe: FinetuneConfig, progress: bool = False) -> dict[str, Any]:
+    """The OrthoReg study's JSON-ready record: plain (lambda 0) vs OrthoReg (lambda 1) fine-tunes of
+    `encoder` (reported as `name`) on `tasks`, merged by every registered merging method."""
+    results = addition_study(encoder, tasks, recipe, lambdas=(0.0, 1.0), progress=progress, methods=merge_methods())
+    return {
+        "family": name, "tasks": [t.name for t in tasks], "recipe": recipe.describe(),
+        "runs": [{"method": r.method, "orthoreg": r.orthoreg, "coef": r.coef, "grid_top": max(r.sweep.coefs),
+                  "mean_cosine": r.mean_cosine, "normalised": r.normalised, "merged_mean": float(np.mean(list(r.merged.values()))),
+                  "merged": r.merged, "finetuned": r.finetuned, "zero_shot": r.zero_shot} for r in results],
+    }
 
 
 def negation_study(
