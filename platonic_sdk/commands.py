@@ -32,37 +32,78 @@ def _world_task(name: str, args: argparse.Namespace):
             return world.task(name)
     raise PlatonicError(
         f"unknown task {name!r}: not a synthetic-world task ({', '.join(t for w in worlds.values() for t in w.task_names)}) "
-        "and not a folder spec (images:PATH, audio:PATH, csv:PATH)"
+        f"and not a data spec ([NAME=]{', [NAME=]'.join(SPECS)})"
     )
 
 
+SOURCE_KINDS = ("images", "audio", "csv", "hf", "esc50", "urbansound8k")
+SPECS = ("images:DIR", "audio:DIR", "csv:FILE", "torchvision:DATASET:DIR", "hf:DIR", "esc50:DIR", "urbansound8k:DIR")
+
+
 def _folder_spec(spec: str) -> tuple[str | None, str, str] | None:
-    """(name or None, kind, path) of a folder spec [NAME=]kind:PATH; None for a synthetic-world task name."""
+    """(name or None, kind, path) of a data spec [NAME=]kind:PATH; None for a synthetic-world task name.
+
+    The kind of a torchvision spec names its dataset: `torchvision:eurosat:DIR` -> ("torchvision:eurosat", DIR).
+    """
     name, sep, rest = spec.partition("=")
     if not sep:
         name, rest = None, spec
     kind, colon, where = rest.partition(":")
-    return (name, kind, where) if colon and kind in ("images", "audio", "csv") else None
+    if colon and kind == "torchvision":
+        dataset, colon, where = where.partition(":")
+        if not colon or not dataset:
+            raise PlatonicError(f"a torchvision task spec is [NAME=]torchvision:DATASET:DIR, got {spec!r}")
+        return name, f"torchvision:{dataset}", where
+    return (name, kind, where) if colon and kind in SOURCE_KINDS else None
+
+
+def _csv_task(path: Path, name: str | None, templates: tuple[str, ...] | None, args: argparse.Namespace):
+    """An image or audio CSV manifest (path, label, and split or fold), by the suffix of its items."""
+    from .data.audio import AUDIO_SUFFIXES, manifest_task
+    from .data.folders import read_manifest
+    from .data.images import IMAGE_SUFFIXES, image_manifest_task
+
+    rows = read_manifest(path) if path.is_file() else []
+    suffixes = {Path(row.get("path") or "").suffix.lower() for row in rows}
+    extra = {"templates": templates} if templates else {}
+    if suffixes and suffixes <= set(IMAGE_SUFFIXES):
+        return image_manifest_task(path, name, test_fraction=args.test_fraction, seed=args.seed, **extra)
+    if suffixes and not suffixes <= set(AUDIO_SUFFIXES):
+        raise PlatonicError(f"manifest {str(path)!r}: its `path` column names neither only images ({', '.join(IMAGE_SUFFIXES)}) "
+                            f"nor only audio files ({', '.join(AUDIO_SUFFIXES)}), found {sorted(suffixes)}")
+    return manifest_task(path, name, **extra)
 
 
 def resolve_task(spec: str, args: argparse.Namespace):
-    """A Task from a spec: NAME (synthetic world), [NAME=]images:DIR, [NAME=]audio:DIR or [NAME=]csv:FILE."""
+    """A Task from a spec: NAME (synthetic world), or [NAME=]KIND:PATH with KIND one of SPECS."""
     parts = _folder_spec(spec)
     if parts is None:
         return _world_task(spec, args)
     name, kind, where = parts
     path = Path(args.data_root or ".") / where
     templates = tuple(args.template) if args.template else None
+    extra = {"templates": templates} if templates else {}
+    split = {"test_fraction": args.test_fraction, "seed": args.seed}
     if kind == "images":
         from .data.images import image_folder_task
 
-        return image_folder_task(path, name, *([templates] if templates else []), test_fraction=args.test_fraction, seed=args.seed)
-    from .data.audio import folder_task, manifest_task
+        return image_folder_task(path, name, **extra, **split)
+    if kind.startswith("torchvision:"):
+        from .data.torchvision_sets import torchvision_task
 
-    extra = {"templates": templates} if templates else {}
+        return torchvision_task(kind.partition(":")[2], path, name, templates, **split)
+    if kind == "hf":
+        from .data.hf import hf_task
+
+        return hf_task(path, name=name, templates=templates, **split)
+    if kind == "csv":
+        return _csv_task(path, name, templates, args)
+    from .data import audio
+
     if kind == "audio":
-        return folder_task(path, name, test_fraction=args.test_fraction, seed=args.seed, **extra)
-    return manifest_task(path, name, **extra)
+        return audio.folder_task(path, name, **extra, **split)
+    layout = audio.esc50_task if kind == "esc50" else audio.urbansound8k_task
+    return layout(path, name or kind, **extra)
 
 
 def resolve_tasks(specs: Sequence[str], args: argparse.Namespace) -> dict[str, Any]:

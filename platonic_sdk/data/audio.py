@@ -7,11 +7,12 @@ mono samples at its own rate with `as_waveform(item).prepared(rate)`. Folder and
 
 from __future__ import annotations
 
+import io
 import os
 import struct
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import attrs
 import numpy as np
@@ -19,7 +20,7 @@ import numpy as np
 from ..errors import PlatonicError, ShapeError
 from ..items import FileRef, Items
 from ..tasks import Split, Task
-from .folders import check_class_names, inside, read_manifest, scan_classes, stratified_split, subfolders
+from .folders import check_class_names, read_table, scan_classes, stratified_split, subfolders
 
 AUDIO_TEMPLATE = "this is a sound of {}."
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".aiff", ".aif", ".mp3")
@@ -88,12 +89,14 @@ class Waveform:
         return self.mono().resample(rate).samples
 
 
-def wav_header_frames(path: str | os.PathLike) -> int | None:
+def wav_header_frames(handle: IO[bytes]) -> int | None:
     """Frames a RIFF/WAVE file's header promises (data chunk size / block align); None for other files.
 
-    None too when the writer left the size open (0 or 0xFFFFFFFF, as streaming writers do).
+    None too when the writer left the size open (0 or 0xFFFFFFFF, as streaming writers do). Reads
+    `handle` from its start and leaves it at its start.
     """
-    with open(path, "rb") as handle:
+    handle.seek(0)
+    try:
         head = handle.read(12)
         if len(head) < 12 or head[:4] not in (b"RIFF", b"RIFX") or head[8:12] != b"WAVE":
             return None
@@ -106,30 +109,42 @@ def wav_header_frames(path: str | os.PathLike) -> int | None:
             body = handle.read(size + (size & 1))
             if kind == b"fmt " and len(body) >= 14:
                 block_align = struct.unpack(order + "H", body[12:14])[0]
-    return None
+        return None
+    finally:
+        handle.seek(0)
 
 
-def read_audio(path: str | os.PathLike) -> Waveform:
-    """Read an audio file with soundfile; a missing, unreadable, empty or truncated file raises PlatonicError.
+def decode_audio(handle: IO[bytes] | bytes, name: str) -> Waveform:
+    """Decode an audio file's bytes (an open binary file, or bytes) with soundfile; `name` names it in errors.
 
-    Truncated: fewer frames read than the header promises (a WAV's data chunk size, any format's frame count).
+    An unreadable, empty or truncated file raises PlatonicError. Truncated: fewer frames than the header
+    promises (a WAV's data chunk size, any format's frame count).
     """
     import soundfile
 
+    handle = io.BytesIO(handle) if isinstance(handle, (bytes, bytearray)) else handle
+    try:
+        promised = wav_header_frames(handle)
+        with soundfile.SoundFile(handle) as sound:
+            promised = promised or sound.frames
+            data, rate = sound.read(dtype="float32", always_2d=True), sound.samplerate
+    except (soundfile.LibsndfileError, RuntimeError, TypeError, struct.error) as exc:
+        raise PlatonicError(f"cannot read audio file {name!r}: {exc}") from None
+    if data.shape[0] == 0:
+        raise PlatonicError(f"audio file {name!r} holds no samples")
+    if data.shape[0] < promised:
+        raise PlatonicError(f"audio file {name!r} is truncated: its header promises {promised} frames, it holds {data.shape[0]}")
+    samples = data[:, 0] if data.shape[1] == 1 else data.T
+    return Waveform(samples, rate)
+
+
+def read_audio(path: str | os.PathLike) -> Waveform:
+    """Read an audio file with soundfile (see `decode_audio`); a missing file raises PlatonicError."""
     path = Path(path)
     if not path.is_file():
         raise PlatonicError(f"audio file {str(path)!r} does not exist")
-    try:
-        promised = wav_header_frames(path) or soundfile.info(str(path)).frames
-        data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
-    except (soundfile.LibsndfileError, RuntimeError, TypeError, struct.error) as exc:
-        raise PlatonicError(f"cannot read audio file {str(path)!r}: {exc}") from None
-    if data.shape[0] == 0:
-        raise PlatonicError(f"audio file {str(path)!r} holds no samples")
-    if data.shape[0] < promised:
-        raise PlatonicError(f"audio file {str(path)!r} is truncated: its header promises {promised} frames, it holds {data.shape[0]}")
-    samples = data[:, 0] if data.shape[1] == 1 else data.T
-    return Waveform(samples, rate)
+    with path.open("rb") as handle:
+        return decode_audio(handle, str(path))
 
 
 def write_audio(path: str | os.PathLike, waveform: Waveform, subtype: str = "PCM_16") -> Path:
@@ -224,24 +239,8 @@ def manifest_task(
     UrbanSound8K: path_template="fold{fold}/{slice_file_name}", label_column="class", root="audio".
     Class names are the sorted distinct labels.
     """
-    manifest = Path(manifest)
-    if not manifest.is_file():
-        raise PlatonicError(f"manifest {str(manifest)!r} does not exist")
-    rows = read_manifest(manifest)
-    if not rows:
-        raise PlatonicError(f"manifest {str(manifest)!r} has no rows")
-    template = path_template or "{" + path_column + "}"
-    for column in (label_column, fold_column):
-        if column not in rows[0]:
-            raise PlatonicError(f"manifest {str(manifest)!r} has no column {column!r} (columns: {', '.join(rows[0])})")
-    base = Path(root) if root is not None else manifest.parent
-    try:
-        paths = [str(base / template.format(**row)) for row in rows]
-    except KeyError as exc:
-        raise PlatonicError(f"manifest {str(manifest)!r} has no column {exc.args[0]!r} named by the path template") from None
-    for line, path in enumerate(paths, start=2):
-        inside(Path(path), base, f"manifest {str(manifest)!r} line {line}: path")
-    folds = [row[fold_column].strip() for row in rows]
+    table = read_table(manifest, root, path_template or "{" + path_column + "}", label_column, (fold_column,))
+    folds = [row[fold_column].strip() for row in table.rows]
     fold_names = sorted(set(folds), key=lambda f: (len(f), f))
     chosen = {str(f) for f in test_folds} if test_folds is not None else {fold_names[-1]}
     unknown = chosen - set(fold_names)
@@ -249,9 +248,32 @@ def manifest_task(
         raise PlatonicError(f"test fold(s) {sorted(unknown)} not in the manifest's folds {fold_names}")
     if chosen == set(fold_names):
         raise PlatonicError("every fold is a test fold: the train split would be empty")
-    classes = sorted({row[label_column].strip() for row in rows})
-    names = check_class_names(classes, f"manifest {str(manifest)!r} column {label_column!r}")
-    index = {c: i for i, c in enumerate(classes)}
-    labels = np.asarray([index[row[label_column].strip()] for row in rows])
     is_test = np.asarray([f in chosen for f in folds])
-    return _task(name or manifest.stem, names, paths, labels, np.flatnonzero(~is_test), np.flatnonzero(is_test), templates)
+    return _task(name or Path(manifest).stem, table.classnames, table.paths, table.labels, np.flatnonzero(~is_test), np.flatnonzero(is_test), templates)
+
+
+ESC50_LAYOUT = "DIR/meta/esc50.csv (columns filename, fold, category) with the clips in DIR/audio/"
+URBANSOUND8K_LAYOUT = "DIR/metadata/UrbanSound8K.csv (columns slice_file_name, fold, class) with the clips in DIR/audio/fold<N>/"
+
+
+def _layout_manifest(root: str | os.PathLike, manifest: str, audio: str, layout: str) -> tuple[Path, Path]:
+    root = Path(root)
+    if not (root / manifest).is_file() or not (root / audio).is_dir():
+        raise PlatonicError(f"{str(root)!r} is not in the expected layout: {layout}")
+    return root / manifest, root / audio
+
+
+def esc50_task(
+    root: str | os.PathLike, name: str = "esc50", test_folds: Sequence[int] = (5,), templates: Sequence[str] = (AUDIO_TEMPLATE,)
+) -> Task:
+    """ESC-50 as released (its 5 folds; fold 5 is the test split by default)."""
+    manifest, audio = _layout_manifest(root, "meta/esc50.csv", "audio", ESC50_LAYOUT)
+    return manifest_task(manifest, name, audio, test_folds, path_column="filename", label_column="category", templates=templates)
+
+
+def urbansound8k_task(
+    root: str | os.PathLike, name: str = "urbansound8k", test_folds: Sequence[int] = (10,), templates: Sequence[str] = (AUDIO_TEMPLATE,)
+) -> Task:
+    """UrbanSound8K as released (its 10 folds; fold 10 is the test split by default)."""
+    manifest, audio = _layout_manifest(root, "metadata/UrbanSound8K.csv", "audio", URBANSOUND8K_LAYOUT)
+    return manifest_task(manifest, name, audio, test_folds, label_column="class", path_template="fold{fold}/{slice_file_name}", templates=templates)

@@ -12,9 +12,11 @@ import os
 from pathlib import Path
 from typing import Sequence
 
+import attrs
 import numpy as np
 
 from ..errors import PlatonicError
+from ..tasks import Split, Task
 
 SKIPPED = ("__pycache__",)
 
@@ -123,3 +125,67 @@ def read_manifest(manifest: Path) -> list[dict[str, str]]:
             raise PlatonicError(f"manifest {str(manifest)!r} line {reader.line_num}: {fields} fields where the header has {len(reader.fieldnames or ())}")
         rows.append(row)
     return rows
+
+
+@attrs.frozen
+class Table:
+    """A checked CSV manifest: its rows, each row's item path under the data root, and class labels."""
+
+    rows: list[dict[str, str]]
+    paths: list[str]
+    labels: np.ndarray
+    classnames: list[str]
+
+
+def read_table(
+    manifest: str | os.PathLike, root: str | os.PathLike | None, path_template: str, label_column: str, columns: Sequence[str] = ()
+) -> Table:
+    """Rows of `manifest` with item paths root / path_template.format(**row) (root: the manifest's folder).
+
+    Refused, naming the file: a missing manifest, no rows, a missing label or other column, a path
+    leaving the root. Class names are the sorted distinct labels, checked as folder names are.
+    """
+    manifest = Path(manifest)
+    if not manifest.is_file():
+        raise PlatonicError(f"manifest {str(manifest)!r} does not exist")
+    rows = read_manifest(manifest)
+    if not rows:
+        raise PlatonicError(f"manifest {str(manifest)!r} has no rows")
+    for column in (label_column, *columns):
+        if column not in rows[0]:
+            raise PlatonicError(f"manifest {str(manifest)!r} has no column {column!r} (columns: {', '.join(rows[0])})")
+    base = Path(root) if root is not None else manifest.parent
+    try:
+        paths = [str(base / path_template.format(**row)) for row in rows]
+    except KeyError as exc:
+        raise PlatonicError(f"manifest {str(manifest)!r} has no column {exc.args[0]!r} named by the path template") from None
+    for line, path in enumerate(paths, start=2):
+        inside(Path(path), base, f"manifest {str(manifest)!r} line {line}: path")
+    raw = [row[label_column].strip() for row in rows]
+    classes = sorted(set(raw))
+    names = check_class_names(classes, f"manifest {str(manifest)!r} column {label_column!r}")
+    index = {c: i for i, c in enumerate(classes)}
+    return Table(rows, paths, np.asarray([index[r] for r in raw], dtype=np.int64), names)
+
+
+def split_task(
+    name: str,
+    classnames: Sequence[str],
+    items: Sequence,
+    labels: np.ndarray,
+    templates: Sequence[str],
+    is_test: np.ndarray | None = None,
+    test_fraction: float = 0.2,
+    seed: int = 0,
+    class_labels: Sequence[str] | None = None,
+) -> Task:
+    """A Task from all items: the given test mask (an official split), else a seeded per-class split
+    (`class_labels` name a class too small for it)."""
+    everything = Split(items, labels)
+    if is_test is None:
+        train_ids, test_ids = stratified_split(everything.labels, test_fraction, seed, class_labels or list(classnames))
+    else:
+        train_ids, test_ids = np.flatnonzero(~is_test), np.flatnonzero(is_test)
+        if not len(train_ids) or not len(test_ids):
+            raise PlatonicError(f"task {name!r}: the {'train' if not len(train_ids) else 'test'} split is empty")
+    return Task(name, classnames, everything.subset(train_ids), everything.subset(test_ids), templates)

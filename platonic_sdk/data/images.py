@@ -17,7 +17,7 @@ import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Sequence
+from typing import IO, Any, Sequence
 
 import numpy as np
 import torch
@@ -26,9 +26,9 @@ from PIL import Image, UnidentifiedImageError
 from ..errors import PlatonicError, ShapeError
 from ..items import FileRef, Items
 from ..tasks import DEFAULT_TEMPLATE, Split, Task
-from .folders import check_class_names, scan_classes, stratified_split, subfolders
+from .folders import check_class_names, read_table, scan_classes, split_task, subfolders
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm")
 # 8-bit modes that both transformers and open_clip convert to RGB (deeper or other colour spaces are refused).
 IMAGE_MODES = ("RGB", "RGBA", "L", "LA", "P", "PA", "1")
 _ARRAY_MODES = {1: "L", 3: "RGB", 4: "RGBA"}  # channels -> PIL mode
@@ -77,27 +77,29 @@ def as_images(items: Sequence[Any] | np.ndarray | torch.Tensor) -> list[Image.Im
 
 
 @contextlib.contextmanager
-def opened_image(path: str | os.PathLike) -> Iterator[Image.Image]:
-    """The image at `path`, opened (header read, pixels not yet decoded); unreadable files and
-    decompression bombs raise PlatonicError naming the file, here or while the block decodes.
+def opened_image(source: str | os.PathLike | IO[bytes], name: str | None = None) -> Iterator[Image.Image]:
+    """The image at path `source` (or in the open binary file `source`, called `name`), opened: header read,
+    pixels not yet decoded. Unreadable images and decompression bombs raise PlatonicError naming the file,
+    here or while the block decodes.
 
     A bomb is an image of more than `PIL.Image.MAX_IMAGE_PIXELS` pixels (raise that limit for files you trust).
     """
+    label = name if name is not None else str(source)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(path) as image:
+            with Image.open(source) as image:
                 yield image
     except (Image.DecompressionBombWarning, Image.DecompressionBombError) as exc:
-        raise PlatonicError(f"image {str(path)!r} looks like a decompression bomb: {exc}") from None
+        raise PlatonicError(f"image {label!r} looks like a decompression bomb: {exc}") from None
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
-        raise PlatonicError(f"cannot read image {str(path)!r}: {exc}") from None
+        raise PlatonicError(f"cannot read image {label!r}: {exc}") from None
 
 
-def read_image(path: str | os.PathLike) -> Image.Image:
-    """The image at `path`, decoded in its own mode (RGB when that mode is not in `IMAGE_MODES`); errors as
-    `opened_image`."""
-    with opened_image(path) as image:
+def read_image(path: str | os.PathLike | IO[bytes], name: str | None = None) -> Image.Image:
+    """The image at `path` (or in an open binary file called `name`), decoded in its own mode (RGB when that
+    mode is not in `IMAGE_MODES`); errors as `opened_image`."""
+    with opened_image(path, name) as image:
         image.load()
         return image if image.mode in IMAGE_MODES else image.convert("RGB")
 
@@ -148,7 +150,38 @@ def image_folder_task(
         paths, labels = scan_classes(root, classes, IMAGE_SUFFIXES)
         if not paths:
             raise PlatonicError(f"no images ({', '.join(IMAGE_SUFFIXES)}) under {str(root)!r}/<class>/")
-        everything = Split(image_files(paths, verify), labels)
-        train_ids, test_ids = stratified_split(labels, test_fraction, seed, [str(root / c) for c in classes])
-        train, test = everything.subset(train_ids), everything.subset(test_ids)
+        return split_task(name or root.name, names, image_files(paths, verify), labels, templates, None, test_fraction, seed,
+                          [str(root / c) for c in classes])
     return Task(name or root.name, names, train, test, templates)
+
+
+TRAIN_VALUES, TEST_VALUES = ("train", "training"), ("test", "testing", "val", "validation")
+
+
+def image_manifest_task(
+    manifest: str | os.PathLike,
+    name: str | None = None,
+    root: str | os.PathLike | None = None,
+    path_column: str = "path",
+    label_column: str = "label",
+    split_column: str = "split",
+    templates: Sequence[str] = (DEFAULT_TEMPLATE,),
+    test_fraction: float = 0.2,
+    seed: int = 0,
+    verify: bool = True,
+) -> Task:
+    """A task from a CSV manifest of images: path, label and an optional split column (train/test).
+
+    Paths are relative to `root` (default: the manifest's folder) and must stay under it. Without a
+    split column, a seeded per-class split; with one, each row's split (train or test; val counts as test).
+    """
+    table = read_table(manifest, root, "{" + path_column + "}", label_column)
+    is_test = None
+    if split_column in table.rows[0]:
+        values = [row[split_column].strip().lower() for row in table.rows]
+        strange = sorted(set(values) - set(TRAIN_VALUES) - set(TEST_VALUES))
+        if strange:
+            raise PlatonicError(f"manifest {str(manifest)!r} column {split_column!r}: values {strange} are neither train nor test")
+        is_test = np.asarray([v in TEST_VALUES for v in values])
+    return split_task(name or Path(manifest).stem, table.classnames, image_files(table.paths, verify), table.labels, templates,
+                      is_test, test_fraction, seed)

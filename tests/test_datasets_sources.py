@@ -1,0 +1,333 @@
+"""Datasets in the layouts researchers keep on disk, each built here in a temporary folder, read as a task
+(from Python and as a CLI spec) and classified zero-shot with a zoo model.
+
+Every image's colour encodes its class, so each test checks that items and labels were paired as the
+layout says; the zero-shot accuracy of the streamed task must equal that of the same images in memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import pickle
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from platonic_sdk import cli
+from platonic_sdk.commands import resolve_task
+from platonic_sdk.data import esc50_task, image_manifest_task, torchvision_task, urbansound8k_task
+from platonic_sdk.data.audio import Waveform, write_audio
+from platonic_sdk.errors import PlatonicError
+from platonic_sdk.evaluate import accuracy
+from platonic_sdk.items import Items
+from platonic_sdk.tasks import Split, Task
+
+PALETTE = [(230, 20, 20), (20, 200, 30), (30, 40, 230), (240, 220, 20)]
+
+
+def colour(c: int) -> np.ndarray:
+    return np.full((16, 16, 3), PALETTE[c], dtype=np.uint8)
+
+
+def save(path: Path, c: int) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(colour(c)).save(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def zoo_clip():
+    from platonic_sdk.worlds.zoo import load_models
+
+    return load_models(names=["clip"])["clip"]
+
+
+def classified(task: Task, model, classes: int, per_split: tuple[int, int] | None = None) -> float:
+    """Items decode to their class colour; accuracy equals that of the same images held in memory."""
+    for split in (task.train, task.test):
+        assert isinstance(split.items, Items)
+        for item, label in zip(split.items, split.labels):
+            pixel = np.asarray(item)[4, 4].astype(int)
+            assert np.abs(pixel - PALETTE[int(label) % len(PALETTE)]).max() <= 12, (pixel, label)
+    assert len(set(task.train.labels.tolist()) | set(task.test.labels.tolist())) == classes
+    if per_split is not None:
+        assert (len(task.train), len(task.test)) == per_split
+    memory = Task("m", task.classnames, Split(list(task.train.items), task.train.labels), Split(list(task.test.items), task.test.labels), task.templates)
+    got = accuracy(model, task)
+    assert 0.0 <= got <= 100.0 and got == accuracy(model, memory)
+    return got
+
+
+def cli_args(*extra: str):
+    return cli.build_parser().parse_args(["evaluate", *extra])
+
+
+# ------------------------------------------------------------------ torchvision layouts
+def eurosat(root: Path) -> None:
+    for c, cls in enumerate(("AnnualCrop", "Forest")):
+        for i in range(3):
+            save(root / "eurosat" / "2750" / cls / f"{cls}_{i + 1}.jpg", c)
+
+
+def dtd(root: Path) -> None:
+    base = root / "dtd" / "dtd"
+    lines = {"train": [], "val": [], "test": []}
+    for c, cls in enumerate(("banded", "bubbly")):
+        for i, split in enumerate(("train", "train", "val", "test")):
+            save(base / "images" / cls / f"{cls}_{i:04d}.jpg", c)
+            lines[split].append(f"{cls}/{cls}_{i:04d}.jpg")
+    (base / "labels").mkdir()
+    for split, rows in lines.items():
+        (base / "labels" / f"{split}1.txt").write_text("\n".join(rows) + "\n")
+
+
+def gtsrb(root: Path) -> None:
+    base = root / "gtsrb"
+    for c in (0, 2):  # a folder per class number; class 1 absent, labels still follow the folder number
+        for i in range(2):
+            save(base / "GTSRB" / "Training" / f"{c:05d}" / f"00000_{i:05d}.ppm", c)
+    rows = []
+    for i, c in enumerate((0, 2, 2)):
+        save(base / "GTSRB" / "Final_Test" / "Images" / f"{i:05d}.ppm", c)
+        rows.append(f"{i:05d}.ppm;16;16;0;0;15;15;{c}")
+    (base / "GT-final_test.csv").write_text("Filename;Width;Height;Roi.X1;Roi.Y1;Roi.X2;Roi.Y2;ClassId\n" + "\n".join(rows) + "\n")
+
+
+def idx(path: Path, array: np.ndarray, magic: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(struct.pack(">I", magic) + b"".join(struct.pack(">I", n) for n in array.shape) + array.astype(np.uint8).tobytes())
+
+
+def mnist(root: Path) -> None:
+    for prefix, labels in (("train", [0, 1, 1, 0]), ("t10k", [1, 0])):
+        images = np.stack([colour(c)[..., 0] for c in labels])  # grey levels 230 and 20
+        idx(root / "MNIST" / "raw" / f"{prefix}-images-idx3-ubyte", images, 0x803)
+        idx(root / "MNIST" / "raw" / f"{prefix}-labels-idx1-ubyte", np.asarray(labels), 0x801)
+
+
+def svhn(root: Path) -> None:
+    from scipy.io import savemat
+
+    root.mkdir(parents=True, exist_ok=True)
+    for split, labels in (("train", [1, 2, 2, 1]), ("test", [2, 1])):
+        X = np.stack([np.full((32, 32, 3), PALETTE[c], np.uint8) for c in labels], axis=-1)
+        savemat(str(root / f"{split}_32x32.mat"), {"X": X, "y": np.asarray(labels).reshape(-1, 1)})
+
+
+def cifar100(root: Path) -> None:
+    base = root / "cifar-100-python"
+    base.mkdir(parents=True)
+    names = [f"class_{i}" for i in range(100)]
+    names[0], names[1] = "apple", "aquarium_fish"
+    for split, labels in (("train", [0, 1, 1, 0]), ("test", [1, 0])):
+        data = np.stack([colour(c).repeat(2, 0).repeat(2, 1).transpose(2, 0, 1).reshape(-1) for c in labels])
+        (base / split).write_bytes(pickle.dumps({"data": data, "fine_labels": labels}))
+    (base / "meta").write_bytes(pickle.dumps({"fine_label_names": names, "coarse_label_names": ["x"]}))
+
+
+def stanford_cars(root: Path) -> None:
+    from scipy.io import savemat
+
+    base = root / "stanford_cars"
+    (base / "devkit").mkdir(parents=True)
+    savemat(str(base / "devkit" / "cars_meta.mat"), {"class_names": np.array(["AM General Hummer SUV 2000", "Acura RL Sedan 2012"], dtype=object)})
+    for split, file, labels in (("cars_train", base / "devkit" / "cars_train_annos.mat", [1, 2, 2, 1]),
+                                ("cars_test", base / "cars_test_annos_withlabels.mat", [2, 1])):
+        annos = np.zeros(len(labels), dtype=[("fname", object), ("class", object)])
+        for i, c in enumerate(labels):
+            save(base / split / f"{i:05d}.jpg", c - 1)
+            annos[i] = (f"{i:05d}.jpg", c)
+        savemat(str(file), {"annotations": annos})
+
+
+def sun397(root: Path, partition: bool) -> None:
+    base = root / "SUN397"
+    base.mkdir(parents=True)
+    (base / "ClassName.txt").write_text("/a/abbey\n/b/beach\n")
+    listed = {"Training": [], "Testing": []}
+    for c, rel in enumerate(("a/abbey", "b/beach")):
+        for i in range(3):
+            save(base / rel / f"sun_{c}{i}.jpg", c)
+            listed["Testing" if i == 2 else "Training"].append(f"/{rel}/sun_{c}{i}.jpg")
+    if partition:
+        for kind, rows in listed.items():
+            (base / f"{kind}_01.txt").write_text("\n".join(rows) + "\n")
+
+
+def resisc45(root: Path) -> None:
+    for c, cls in enumerate(("airport", "baseball_diamond")):
+        for i in range(3):
+            save(root / "NWPU-RESISC45" / cls / f"{cls}_{i + 1:03d}.jpg", c)
+
+
+def imagenet_val(root: Path) -> None:
+    wnids = ("n01440764", "n01443537")
+    for c, wnid in enumerate(wnids):
+        for i in range(3):
+            save(root / "val" / wnid / f"ILSVRC2012_val_{c}{i:07d}.JPEG", c)
+    (root / "LOC_synset_mapping.txt").write_text("n01440764 tench, Tinca tinca\nn01443537 goldfish, Carassius auratus\n")
+
+
+LAYOUTS = {
+    # dataset: (builder, classes present, (train, test) sizes or None for a seeded split, first class names)
+    "eurosat": (eurosat, 2, None, ("annual crop", "forest")),
+    "dtd": (dtd, 2, (4, 2), ("banded", "bubbly")),
+    "gtsrb": (gtsrb, 2, (4, 3), ("speed limit 20 km/h", "speed limit 30 km/h", "speed limit 50 km/h")),
+    "mnist": (mnist, 2, (4, 2), ("0", "1")),
+    "svhn": (svhn, 2, (4, 2), ("0", "1", "2")),
+    "cifar100": (cifar100, 2, (4, 2), ("apple", "aquarium fish")),
+    "stanford_cars": (stanford_cars, 2, (4, 2), ("AM General Hummer SUV 2000", "Acura RL Sedan 2012")),
+    "sun397": (lambda root: sun397(root, True), 2, (4, 2), ("abbey", "beach")),
+    "resisc45": (resisc45, 2, None, ("airport", "baseball diamond")),
+    "imagenet_val": (imagenet_val, 2, None, ("tench", "goldfish")),
+}
+
+
+@pytest.mark.parametrize("dataset", list(LAYOUTS))
+def test_torchvision_layouts_read_with_their_official_splits(tmp_path, zoo_clip, dataset):
+    build, classes, sizes, names = LAYOUTS[dataset]
+    build(tmp_path / "data")
+    task = torchvision_task(dataset, tmp_path / "data", test_fraction=0.34)
+    assert task.name == dataset and task.classnames[: len(names)] == names
+    if dataset == "mnist":  # grey digits: the red channel's level encodes the class
+        for item, label in zip(task.test.items, task.test.labels):
+            assert np.asarray(item)[0, 0, 0] == PALETTE[int(label)][0]
+        accuracy(zoo_clip, task)
+    else:
+        classified(task, zoo_clip, classes, sizes or (4, 2))
+    spec = resolve_task(f"mine=torchvision:{dataset}:{tmp_path / 'data'}", cli_args("--test-fraction", "0.34"))
+    assert spec.name == "mine" and spec.classnames == task.classnames and spec.templates == task.templates
+    assert spec.test.items.paths == task.test.items.paths
+
+
+def test_templates_are_the_authors_one_per_task(tmp_path):
+    eurosat(tmp_path / "e")
+    assert torchvision_task("eurosat", tmp_path / "e").templates == ("a centered satellite photo of {}.",)
+    resisc45(tmp_path / "r")
+    assert torchvision_task("resisc45", tmp_path / "r").templates == ("a satellite photo of {}.",)
+    assert torchvision_task("resisc45", tmp_path / "r", templates=["{}!"]).templates == ("{}!",)
+
+
+def test_sun397_without_its_partition_files_takes_a_seeded_split(tmp_path):
+    sun397(tmp_path, partition=False)
+    task = torchvision_task("sun397", tmp_path, test_fraction=0.34, seed=1)
+    assert (len(task.train), len(task.test)) == (4, 2) and sorted(task.test.labels.tolist()) == [0, 1]
+
+
+@pytest.mark.parametrize("dataset", list(LAYOUTS))
+def test_a_folder_in_another_layout_names_the_expected_one(tmp_path, dataset):
+    from platonic_sdk.data.torchvision_sets import DATASETS
+
+    (tmp_path / "wrong" / "some" / "thing").mkdir(parents=True)
+    with pytest.raises(PlatonicError) as info:
+        torchvision_task(dataset, tmp_path / "wrong")
+    assert "not in the expected layout" in str(info.value) and DATASETS[dataset].layout in str(info.value)
+
+
+def test_unknown_datasets_and_bad_specs_are_refused(tmp_path):
+    with pytest.raises(PlatonicError, match="unknown torchvision dataset 'places365'"):
+        torchvision_task("places365", tmp_path)
+    with pytest.raises(PlatonicError, match="torchvision:DATASET:DIR"):
+        resolve_task(f"torchvision:{tmp_path}", cli_args())
+    with pytest.raises(PlatonicError, match="coincide|same name"):
+        imagenet = tmp_path / "in"
+        imagenet_val(imagenet)
+        (imagenet / "LOC_synset_mapping.txt").write_text("n01440764 crane\nn01443537 crane\n")
+        torchvision_task("imagenet", imagenet)
+
+
+def test_a_cifar_pickle_that_would_run_code_is_refused(tmp_path):
+    cifar100(tmp_path)
+    (tmp_path / "cifar-100-python" / "meta").write_bytes(pickle.dumps({"fine_label_names": print}))
+    with pytest.raises(PlatonicError, match="refusing to unpickle builtins.print"):
+        torchvision_task("cifar100", tmp_path)
+
+
+# ------------------------------------------------------------------ image CSV manifests
+def manifest(path: Path, rows, header=("path", "label", "split")) -> Path:
+    with path.open("w", newline="") as handle:
+        csv.writer(handle).writerows([header, *rows])
+    return path
+
+
+def test_image_csv_manifests_with_and_without_a_split_column(tmp_path, zoo_clip):
+    rows = []
+    for c, cls in enumerate(("red", "green", "blue")):
+        for i in range(4):
+            save(tmp_path / "imgs" / f"{cls}{i}.png", c)
+            rows.append((f"imgs/{cls}{i}.png", cls, "test" if i == 3 else "train"))
+    split = manifest(tmp_path / "split.csv", rows)
+    task = image_manifest_task(split)
+    assert task.classnames == ("blue", "green", "red")
+    colours_of = {"blue": 2, "green": 1, "red": 0}
+    for item, label in zip(task.test.items, task.test.labels):
+        assert tuple(np.asarray(item)[0, 0]) == PALETTE[colours_of[task.classnames[label]]]
+    assert (len(task.train), len(task.test)) == (9, 3)
+    accuracy(zoo_clip, task)
+    plain = manifest(tmp_path / "plain.csv", [r[:2] for r in rows], header=("path", "label"))
+    seeded = image_manifest_task(plain, test_fraction=0.25)
+    assert (len(seeded.train), len(seeded.test)) == (9, 3)
+    via_cli = resolve_task("mine=csv:split.csv", cli_args("--data-root", str(tmp_path)))  # `csv:` reads image manifests too
+    assert via_cli.name == "mine" and via_cli.test.items.paths == task.test.items.paths
+
+
+def test_image_manifest_errors_name_the_column(tmp_path):
+    save(tmp_path / "a.png", 0)
+    no_label = manifest(tmp_path / "m.csv", [("a.png", "x", "train")], header=("path", "class", "split"))
+    with pytest.raises(PlatonicError, match="has no column 'label' \\(columns: path, class, split\\)"):
+        image_manifest_task(no_label)
+    odd = manifest(tmp_path / "o.csv", [("a.png", "x", "holdout")])
+    with pytest.raises(PlatonicError, match="values \\['holdout'\\] are neither train nor test"):
+        image_manifest_task(odd)
+    mixed = manifest(tmp_path / "mixed.csv", [("a.png", "x", "train"), ("b.wav", "y", "test")])
+    with pytest.raises(PlatonicError, match="neither only images"):
+        resolve_task(f"csv:{mixed}", cli_args())
+
+
+# ------------------------------------------------------------------ ESC-50 and UrbanSound8K
+def tone(path: Path, hz: float) -> None:
+    write_audio(path, Waveform(0.4 * np.sin(2 * np.pi * hz * np.arange(1600) / 16000), 16000))
+
+
+@pytest.fixture(scope="module")
+def zoo_clap():
+    from platonic_sdk.worlds.audio import AUDIO_ZOO_DIR, load_models
+
+    return load_models(AUDIO_ZOO_DIR, names=["clap-general"])["clap-general"]
+
+
+def test_esc50_and_urbansound8k_layouts_keep_their_folds(tmp_path, zoo_clap):
+    esc = tmp_path / "ESC-50"
+    rows = []
+    for fold in range(1, 6):
+        for t, category in enumerate(("dog", "chirping_birds")):
+            name = f"{fold}-{100 + t}-A-{t}.wav"
+            tone(esc / "audio" / name, 300 + 200 * t)
+            rows.append((name, fold, t, category, "False", 100 + t, "A"))
+    (esc / "meta").mkdir()
+    manifest(esc / "meta" / "esc50.csv", rows, header=("filename", "fold", "target", "category", "esc10", "src_file", "take"))
+    task = esc50_task(esc)
+    assert task.classnames == ("chirping birds", "dog") and len(task.test) == 2 and len(task.train) == 8
+    assert all(Path(p).name.startswith("5-") for p in task.test.items.paths)
+    assert 0 <= accuracy(zoo_clap, task) <= 100
+    assert resolve_task(f"esc50:{esc}", cli_args()).test.items.paths == task.test.items.paths
+
+    us = tmp_path / "UrbanSound8K"
+    rows = []
+    for fold in range(1, 11):
+        for c, cls in enumerate(("siren", "drilling")):
+            name = f"{fold}{c}-0-0-0.wav"
+            tone(us / "audio" / f"fold{fold}" / name, 500 + 300 * c)
+            rows.append((name, 1, 0.0, 1.0, 1, fold, c, cls))
+    (us / "metadata").mkdir()
+    manifest(us / "metadata" / "UrbanSound8K.csv", rows, header=("slice_file_name", "fsID", "start", "end", "salience", "fold", "classID", "class"))
+    urban = urbansound8k_task(us, test_folds=(9, 10))
+    assert urban.classnames == ("drilling", "siren") and len(urban.test) == 4
+    assert {Path(p).parent.name for p in urban.test.items.paths} == {"fold9", "fold10"}
+    assert 0 <= accuracy(zoo_clap, urban) <= 100
+    for layout, fn in (("meta/esc50.csv", esc50_task), ("metadata/UrbanSound8K.csv", urbansound8k_task)):
+        with pytest.raises(PlatonicError, match=f"expected layout: DIR/{layout}"):
+            fn(tmp_path / "nowhere")
