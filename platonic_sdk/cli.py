@@ -9,6 +9,7 @@ and exit with status 2; `--debug` shows the traceback instead.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import sys
 from typing import Sequence
@@ -41,6 +42,8 @@ def _common() -> Parser:
     g.add_argument("--seed", type=count, default=0, help="seed for splits, fine-tuning and baselines (default 0)")
     g.add_argument("--threads", type=positive_int, help="torch CPU threads (grid: 1; others: torch's default)")
     g.add_argument("--quiet", action="store_true", help="no progress bars")
+    g.add_argument("--cache-dir", metavar="DIR", help="on-disk feature cache (default: $PLATONIC_CACHE_DIR, else ~/.cache/platonic_sdk/features)")
+    g.add_argument("--no-cache", action="store_true", help="encode everything again, reading and writing no feature cache")
     g.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     g.add_argument("--plugin", action="append", metavar="MODULE|FILE.py",
                    help="import a module or file first (e.g. one that calls register_family); repeatable")
@@ -308,7 +311,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             import torch
 
             torch.set_num_threads(args.threads)
-        return int(args.func(args) or 0)
+        from .feature_store import caching  # imports torch: not before the arguments parse
+
+        with contextlib.nullcontext() if args.no_cache else caching(args.cache_dir):
+            return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print(f"platonic {args.command}: interrupted (rerun the same command to resume a grid)", file=sys.stderr)
         return 130

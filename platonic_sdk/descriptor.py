@@ -95,9 +95,9 @@ class UTD:
         if isinstance(ft, DualEncoder):
             ft.check_finite()
         g = landmarks(pre, grid.prompts)
-        f_pre = encode_items(pre, grid.items, batch_size)
+        f_pre = encode_items(pre, grid.items, batch_size, cache=True)
         if change is None:
-            f_ft = encode_items(ft, grid.items, batch_size)
+            f_ft = encode_items(ft, grid.items, batch_size, cache=True)
         else:
             with change.applied_to(pre):
                 f_ft = encode_items(pre, grid.items, batch_size)

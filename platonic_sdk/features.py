@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Sequence
 
 import torch
 from torch import Tensor
 
 from .accel import CPU_BATCH, autocast, batches, device_batch_size
+from .feature_store import FeatureStore, active_store
 from .linalg import unit_rows
 from .progress import progress as progress_bar
 from .protocol import DualEncoder
@@ -21,6 +23,7 @@ def site_features(
     progress: bool = False,
     workers: int | None = None,
     amp: bool = False,
+    cache: FeatureStore | bool = False,
 ) -> tuple[Tensor, Tensor]:
     """(S, Z) on the CPU in float32: site input rows and raw embeddings, one forward pass per batch.
 
@@ -28,7 +31,18 @@ def site_features(
     dataset grows). `batch_size` None sizes batches to the device (`accel.device_batch_size`);
     `workers` > 0 decodes and preprocesses in DataLoader workers (pinned memory on CUDA), None lets
     `accel.default_workers` choose; `amp` runs the forward under bf16 autocast on CUDA (~3 significant digits).
+    `cache`: an on-disk `FeatureStore` to read and write, or True for the store of the active
+    `feature_store.caching` block (if any); callers that encode a model as loaded opt in, so that
+    transient edited models never fill the cache.
     """
+    if not len(items):
+        raise ValueError("no items to encode")
+    store = cache if isinstance(cache, FeatureStore) else active_store() if cache else None
+    encode = functools.partial(_encode, encoder, items, batch_size, progress, workers, amp)
+    return encode() if store is None else store.features(encoder, items, encode, amp)
+
+
+def _encode(encoder: DualEncoder, items: Sequence[Any], batch_size: int | None, progress: bool, workers: int | None, amp: bool) -> tuple[Tensor, Tensor]:
     site = encoder.last_affine()
     s_parts, z_parts = [], []
     with autocast(encoder.device, amp):
@@ -38,17 +52,15 @@ def site_features(
             s, z = site.site_inputs(encoder, batch)
             s_parts.append(s.float().cpu())
             z_parts.append(z.float().cpu())
-    if not z_parts:
-        raise ValueError("no items to encode")
     return torch.cat(s_parts), torch.cat(z_parts)
 
 
 def encode_items(
     encoder: DualEncoder, items: Sequence[Any], batch_size: int | None = CPU_BATCH, progress: bool = False,
-    workers: int | None = None, amp: bool = False,
+    workers: int | None = None, amp: bool = False, cache: FeatureStore | bool = False,
 ) -> Tensor:
-    """Unit-norm media embeddings f(x) = z / ||z|| of `items` (n x d), on the CPU."""
-    return unit_rows(site_features(encoder, items, batch_size, progress, workers, amp)[1])
+    """Unit-norm media embeddings f(x) = z / ||z|| of `items` (n x d), on the CPU (`cache`: see `site_features`)."""
+    return unit_rows(site_features(encoder, items, batch_size, progress, workers, amp, cache)[1])
 
 
 @torch.inference_mode()

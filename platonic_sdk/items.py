@@ -8,6 +8,7 @@ paths, not their pixels. Plain lists of in-memory items (PIL images, arrays, wav
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from itertools import chain
 from pathlib import Path
@@ -27,6 +28,9 @@ class ItemRef(Protocol):
     def content(self) -> bytes:
         """The stored bytes of the item (a file's bytes; a dataset cell's encoded bytes)."""
 
+    def stamp(self) -> str:
+        """A cheap string that changes when the item does (file stat, dataset fingerprint and row)."""
+
     def load(self) -> Any:
         """The decoded item, as a family's `preprocess` takes it."""
 
@@ -40,8 +44,21 @@ class FileRef:
     def content(self) -> bytes:
         return Path(self.path).read_bytes()
 
+    def stamp(self) -> str:
+        """A cheap identity for caches: path, size and modification time (see `feature_store`)."""
+        return file_stamp(self.path)
+
     def load(self) -> Any:
         raise NotImplementedError(f"{type(self).__name__} does not say how to decode {self.path!r}")
+
+
+def file_stamp(path: str) -> str:
+    """path|size|mtime_ns of a file; a missing file stamps as missing."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return f"{path}|missing"
+    return f"{path}|{st.st_size}|{st.st_mtime_ns}"
 
 
 class Items(Sequence):

@@ -1,9 +1,12 @@
 """Shared pytest set-up: never touch the model hub, stay on one thread, and a tiny caption tokenizer."""
 
 import os
+import tempfile
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # must precede any transformers / huggingface_hub import
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# the CLI caches features under the user's cache home by default: keep test runs out of it
+os.environ.setdefault("PLATONIC_CACHE_DIR", tempfile.mkdtemp(prefix="platonic-test-cache-"))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

@@ -39,6 +39,7 @@ class DatasetColumn:
         raw = Image(decode=False) if isinstance(feature, Image) else Audio(decode=False) if isinstance(feature, Audio) else None
         self.dataset = dataset.cast_column(column, raw) if raw is not None else dataset
         self.base = Path(source) if Path(source).is_dir() else Path(source).parent
+        self.fingerprint = str(getattr(dataset, "_fingerprint", ""))  # datasets' own hash of the table's content and history
 
     def cell(self, index: int) -> bytes:
         """The stored bytes of row `index` (embedded bytes, or the file a relative path names)."""
@@ -68,6 +69,9 @@ class DatasetRow:
 
     def content(self) -> bytes:
         return self.column.cell(self.index)
+
+    def stamp(self) -> str:
+        return f"{self.column.fingerprint}|{self.path}"
 
     def load(self) -> Any:
         data = self.content()

@@ -25,7 +25,7 @@ import numpy as np
 from PIL import Image
 
 from ..errors import PlatonicError
-from ..items import Items
+from ..items import Items, file_stamp
 from ..tasks import DEFAULT_TEMPLATE, Task
 from .folders import check_class_names, scan_classes, split_task, subfolders
 from .images import IMAGE_SUFFIXES, image_files
@@ -53,6 +53,9 @@ class ArrayRow:
 
     def content(self) -> bytes:
         return np.ascontiguousarray(self.rows.array[self.index]).tobytes()
+
+    def stamp(self) -> str:
+        return f"{file_stamp(self.rows.path)}#{self.index}"
 
     def load(self) -> Image.Image:
         return Image.fromarray(np.asarray(self.rows.array[self.index])).convert("RGB")

@@ -14,7 +14,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..errors import ShapeError
+from ..errors import CheckpointError, ShapeError
+from ..feature_store import FeatureStore, model_fingerprint
 from ..features import site_features
 from ..io import load_tensors, save_tensors
 from ..linalg import edited_embeddings
@@ -37,12 +38,16 @@ class FeatureCache:
             raise ShapeError(f"cache rows disagree: S {tuple(self.S.shape)}, Z {tuple(self.Z.shape)}, {len(self.labels)} labels")
 
     @classmethod
-    def build(cls, encoder: DualEncoder, items: Sequence[Any] | Split, labels=None, batch_size: int = 64, progress: bool = False, **meta: Any) -> "FeatureCache":
-        """Encode `items` (or a Split) once on `encoder`."""
+    def build(
+        cls, encoder: DualEncoder, items: Sequence[Any] | Split, labels=None, batch_size: int | None = 64, progress: bool = False,
+        cache: FeatureStore | bool = True, **meta: Any,
+    ) -> "FeatureCache":
+        """Encode `items` (or a Split) once on `encoder`; `cache` (default: the active on-disk store, if any),
+        see `features.site_features`."""
         if isinstance(items, Split):
             items, labels = items.items, items.labels
-        S, Z = site_features(encoder, items, batch_size, progress)
-        return cls(S, Z, labels, {"family": encoder.family, "checkpoint": encoder.checkpoint, **meta})
+        S, Z = site_features(encoder, items, batch_size, progress, cache=cache)
+        return cls(S, Z, labels, {"family": encoder.family, "checkpoint": encoder.checkpoint, "model": model_fingerprint(encoder), **meta})
 
     def embeddings(self, A: Tensor | None = None, alpha: float = 0.0) -> Tensor:
         """Raw embeddings after folding alpha A (A None: the unedited model)."""
@@ -56,6 +61,12 @@ class FeatureCache:
         save_tensors(path, {"S": self.S, "Z": self.Z, "labels": torch.from_numpy(self.labels)}, "feature_cache", self.meta)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "FeatureCache":
+    def load(cls, path: str | os.PathLike, encoder: DualEncoder | None = None) -> "FeatureCache":
+        """A saved cache; with `encoder`, one built on another model (other weights) is refused, naming both."""
         tensors, meta, _ = load_tensors(path, "feature_cache")
+        if encoder is not None and meta.get("model") != model_fingerprint(encoder):
+            raise CheckpointError(
+                f"feature cache {str(path)!r} was built on {meta.get('family')} {meta.get('checkpoint')!r} "
+                f"(weights {meta.get('model')}), not on {encoder.family} {encoder.checkpoint!r} (weights {model_fingerprint(encoder)})"
+            )
         return cls(tensors["S"], tensors["Z"], tensors["labels"].numpy(), meta)

@@ -29,5 +29,5 @@ def accuracy(encoder: DualEncoder, task: Task, split: str = "test", batch_size: 
     encoder.check_finite()
     data = getattr(task, split)
     g = landmarks(encoder, task.prompts())
-    f = encode_items(encoder, data.items, batch_size, progress)
+    f = encode_items(encoder, data.items, batch_size, progress, cache=True)
     return accuracy_of(predict(f, g), data.labels)

@@ -63,7 +63,7 @@ class OperatorBank:
         """Encode the grid's probes and prompts on the target once and factorise its solve."""
         key = grid.identity
         if key not in self._grids:
-            S, Z = site_features(self.target, grid.items, self.batch_size, self.progress)
+            S, Z = site_features(self.target, grid.items, self.batch_size, self.progress, cache=True)
             G = landmarks(self.target, grid.prompts)
             F = (S / Z.norm(dim=1, keepdim=True)).to(self.target.device)  # solves run where the target is
             solver = ridge_solver(F, G.to(F.device), self.ridge_a, self.ridge_b, method="gram")
