@@ -53,7 +53,7 @@ def _common() -> Parser:
 def _data() -> Parser:
     p = Parser(add_help=False)
     g = p.add_argument_group("tasks and grids")
-    g.add_argument("--data-root", metavar="DIR", help="base folder of images:/audio:/csv: task paths")
+    g.add_argument("--data-root", metavar="DIR", help="base folder of the paths in data task specs (images:, csv:, torchvision:, hf:, audio:, ...)")
     g.add_argument("--template", action="append", metavar="T", help="prompt template with {} (repeatable; folder tasks)")
     g.add_argument("--test-fraction", type=fraction, default=0.2, help="test share of folder tasks without a split (0.2)")
     g.add_argument("--world-seed", type=count, default=0, help="seed of the synthetic worlds (0)")

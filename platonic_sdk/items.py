@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-__all__ = ["FileRef", "ItemRef", "Items", "join", "take"]
+__all__ = ["FileRef", "ItemRef", "Items", "Row", "RowTable", "join", "take"]
 
 
 @runtime_checkable
@@ -50,6 +50,39 @@ class FileRef:
 
     def load(self) -> Any:
         raise NotImplementedError(f"{type(self).__name__} does not say how to decode {self.path!r}")
+
+
+class RowTable(Protocol):
+    """Rows stored together (an array file, a dataset column), shared by their `Row` references."""
+
+    def name(self, index: int) -> str: ...
+
+    def cell(self, index: int) -> bytes: ...
+
+    def stamp(self, index: int) -> str: ...
+
+    def decode(self, index: int) -> Any: ...
+
+
+@attrs.frozen
+class Row:
+    """Row `index` of a `RowTable`: an item reference whose table says where it lives and how it decodes."""
+
+    table: RowTable = attrs.field(eq=False, repr=False)
+    index: int
+
+    @property
+    def path(self) -> str:
+        return self.table.name(self.index)
+
+    def content(self) -> bytes:
+        return self.table.cell(self.index)
+
+    def stamp(self) -> str:
+        return self.table.stamp(self.index)
+
+    def load(self) -> Any:
+        return self.table.decode(self.index)
 
 
 def file_stamp(path: str) -> str:

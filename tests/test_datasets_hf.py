@@ -4,7 +4,6 @@ the hub and classified zero-shot with a zoo model. Skipped when the optional `da
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,10 +14,9 @@ datasets = pytest.importorskip("datasets")
 from platonic_sdk.commands import resolve_task  # noqa: E402
 from platonic_sdk.data import hf_task  # noqa: E402
 from platonic_sdk.data.audio import Waveform, read_audio, write_audio  # noqa: E402
-from platonic_sdk.data.hf import DatasetRow  # noqa: E402
 from platonic_sdk.errors import PlatonicError  # noqa: E402
 from platonic_sdk.evaluate import accuracy  # noqa: E402
-from platonic_sdk.items import Items  # noqa: E402
+from platonic_sdk.items import Items, Row  # noqa: E402
 from platonic_sdk.tasks import Split, Task  # noqa: E402
 
 PALETTE = [(230, 20, 20), (20, 200, 30), (30, 40, 230)]
@@ -45,7 +43,7 @@ def zoo_clip():
 
 def check(task: Task, model) -> None:
     for split in (task.train, task.test):
-        assert isinstance(split.items, Items) and all(isinstance(r, DatasetRow) for r in split.items.refs)
+        assert isinstance(split.items, Items) and all(isinstance(r, Row) for r in split.items.refs)
         for item, label in zip(split.items, split.labels):
             assert tuple(np.asarray(item)[3, 3]) == PALETTE[int(label)]
     memory = Task("m", task.classnames, Split(list(task.train.items), task.train.labels), Split(list(task.test.items), task.test.labels))

@@ -1,6 +1,6 @@
 """Hugging Face `datasets` on disk as tasks: a `save_to_disk` folder, or parquet files (no hub access).
 
-Rows are referenced, not decoded: a `DatasetRow` reads its cell's stored bytes from the memory-mapped
+Rows are referenced, not decoded: a row (`items.Row` of a `DatasetColumn`) reads its cell's stored bytes from the memory-mapped
 Arrow table and decodes them on demand (images with Pillow, audio with soundfile), so the checks of
 `read_image` / `read_audio` apply (decompression bombs, truncated WAVs), naming the row.
 Needs the optional `datasets` package (`pip install platonic_sdk[hf]`).
@@ -13,23 +13,22 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-import attrs
 import numpy as np
 
 from ..errors import PlatonicError
-from ..items import Items
+from ..items import Items, Row
 from ..tasks import DEFAULT_TEMPLATE, Task
 from .audio import AUDIO_TEMPLATE, decode_audio
 from .folders import check_class_names, split_task
 from .images import opened_image
 
-__all__ = ["DatasetColumn", "DatasetRow", "hf_task"]
+__all__ = ["DatasetColumn", "hf_task"]
 
 LAYOUT = "a `save_to_disk` folder (dataset_dict.json or state.json), a .parquet file, or a folder of *.parquet files named by split (train*, test*)"
 
 
 class DatasetColumn:
-    """One media column of one split of a dataset, read undecoded (the cells' bytes or paths)."""
+    """One media column of one split of a dataset, read undecoded (the cells' bytes or paths): a `RowTable`."""
 
     def __init__(self, source: str, split: str, dataset: Any, column: str, kind: str):
         from datasets import Audio, Image
@@ -55,29 +54,15 @@ class DatasetColumn:
     def name(self, index: int) -> str:
         return f"{self.source}[{self.split}][{int(index)}]"
 
+    def stamp(self, index: int) -> str:
+        return f"{self.fingerprint}|{self.name(index)}"
 
-@attrs.frozen
-class DatasetRow:
-    """Row `index` of a dataset column: decoded on demand to an RGB PIL image or a Waveform."""
-
-    column: DatasetColumn = attrs.field(eq=False, repr=False)
-    index: int
-
-    @property
-    def path(self) -> str:
-        return self.column.name(self.index)
-
-    def content(self) -> bytes:
-        return self.column.cell(self.index)
-
-    def stamp(self) -> str:
-        return f"{self.column.fingerprint}|{self.path}"
-
-    def load(self) -> Any:
-        data = self.content()
-        if self.column.kind == "audio":
-            return decode_audio(data, self.path)
-        with opened_image(io.BytesIO(data), self.path) as image:
+    def decode(self, index: int) -> Any:
+        """Row `index` as an RGB PIL image or a Waveform, with `read_image`'s and `read_audio`'s checks."""
+        data = self.cell(index)
+        if self.kind == "audio":
+            return decode_audio(data, self.name(index))
+        with opened_image(io.BytesIO(data), self.name(index)) as image:
             return image.convert("RGB")
 
 
@@ -170,7 +155,7 @@ def hf_task(
     refs, all_labels, mask = [], [], []
     for k, (split, dataset) in enumerate(chosen.items()):
         media = DatasetColumn(str(path), split, dataset, column, kind)
-        refs.extend(DatasetRow(media, i) for i in range(len(dataset)))
+        refs.extend(Row(media, i) for i in range(len(dataset)))
         all_labels.extend(labels[split].tolist())
         mask.extend([split == test_split] * len(dataset))
     default = AUDIO_TEMPLATE if kind == "audio" else DEFAULT_TEMPLATE

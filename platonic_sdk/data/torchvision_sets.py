@@ -3,7 +3,7 @@
 `torchvision_task(name, root)` reads DATASET under `root` as torchvision's `download=False` finds it, with
 the dataset's official train/test split where it has one (a seeded per-class split otherwise) and the
 authors' template for the task (METHOD.md sec. 1). File-backed sets hold `ImageFile` references;
-array-backed sets (MNIST, SVHN, CIFAR-100) hold `ArrayRow` references into their one array.
+array-backed sets (MNIST, SVHN, CIFAR-100) hold `items.Row` references into their one array.
 
 EuroSAT, DTD, GTSRB, MNIST, StanfordCars and SUN397 are read through torchvision's own classes (their
 file lists and labels, never their images). SVHN and CIFAR-100 are read from the same files directly:
@@ -25,45 +25,36 @@ import numpy as np
 from PIL import Image
 
 from ..errors import PlatonicError
-from ..items import Items, file_stamp
+from ..items import Items, Row, file_stamp
 from ..tasks import DEFAULT_TEMPLATE, Task
 from .folders import check_class_names, scan_classes, split_task, subfolders
 from .images import IMAGE_SUFFIXES, image_files
 
-__all__ = ["DATASETS", "ArrayRow", "ArrayRows", "torchvision_task"]
+__all__ = ["DATASETS", "ArrayRows", "torchvision_task"]
 
 
 class ArrayRows:
-    """Images stacked in one array (n x H x W [x 3], uint8) read from `path`, shared by their row references."""
+    """Images stacked in one array (n x H x W [x 3], uint8) read from `path`: a `RowTable` of RGB PIL images."""
 
     def __init__(self, path: str | os.PathLike, array: np.ndarray):
         self.path, self.array = str(path), array
 
+    def name(self, index: int) -> str:
+        return f"{self.path}#{index}"
 
-@attrs.frozen
-class ArrayRow:
-    """Row `index` of an `ArrayRows`: an RGB PIL image on demand."""
+    def cell(self, index: int) -> bytes:
+        return np.ascontiguousarray(self.array[index]).tobytes()
 
-    rows: ArrayRows = attrs.field(eq=False, repr=False)
-    index: int
+    def stamp(self, index: int) -> str:
+        return f"{file_stamp(self.path)}#{index}"
 
-    @property
-    def path(self) -> str:
-        return f"{self.rows.path}#{self.index}"
-
-    def content(self) -> bytes:
-        return np.ascontiguousarray(self.rows.array[self.index]).tobytes()
-
-    def stamp(self) -> str:
-        return f"{file_stamp(self.rows.path)}#{self.index}"
-
-    def load(self) -> Image.Image:
-        return Image.fromarray(np.asarray(self.rows.array[self.index])).convert("RGB")
+    def decode(self, index: int) -> Image.Image:
+        return Image.fromarray(np.asarray(self.array[index])).convert("RGB")
 
 
 def array_items(path: str | os.PathLike, array: np.ndarray) -> Items:
     rows = ArrayRows(path, array)
-    return Items([ArrayRow(rows, i) for i in range(len(array))])
+    return Items([Row(rows, i) for i in range(len(array))])
 
 
 @attrs.frozen
