@@ -194,7 +194,7 @@ def test_torchvision_layouts_read_with_their_official_splits(tmp_path, zoo_clip,
     assert task.name == dataset and task.classnames[: len(names)] == names
     if dataset == "mnist":  # grey digits: the red channel's level encodes the class
         for item, label in zip(task.test.items, task.test.labels):
-            assert np.asarray(item)[0, 0, 0] == PALETTE[int(label)][0]
+            assert item.mode == "L" and np.asarray(item)[0, 0] == PALETTE[int(label)][0]
         accuracy(zoo_clip, task)
     else:
         classified(task, zoo_clip, classes, sizes or (4, 2))
@@ -294,9 +294,10 @@ def tone(path: Path, hz: float) -> None:
 
 @pytest.fixture(scope="module")
 def zoo_clap():
-    from platonic_sdk.worlds.audio import AUDIO_ZOO_DIR, load_models
+    from platonic_sdk.worlds.audio import AUDIO_ZOO_DIR
+    from platonic_sdk.worlds.zoo import member
 
-    return load_models(AUDIO_ZOO_DIR, names=["clap-general"])["clap-general"]
+    return member("clap-general", AUDIO_ZOO_DIR)
 
 
 def test_esc50_and_urbansound8k_layouts_keep_their_folds(tmp_path, zoo_clap):

@@ -20,7 +20,7 @@ from ..items import Items, Row
 from ..tasks import DEFAULT_TEMPLATE, Task
 from .audio import AUDIO_TEMPLATE, decode_audio
 from .folders import check_class_names, split_task
-from .images import opened_image
+from .images import read_image
 
 __all__ = ["DatasetColumn", "hf_task"]
 
@@ -58,12 +58,11 @@ class DatasetColumn:
         return f"{self.fingerprint}|{self.name(index)}"
 
     def decode(self, index: int) -> Any:
-        """Row `index` as an RGB PIL image or a Waveform, with `read_image`'s and `read_audio`'s checks."""
+        """Row `index` as a PIL image (in its own mode) or a Waveform, with `read_image`'s and `read_audio`'s checks."""
         data = self.cell(index)
         if self.kind == "audio":
             return decode_audio(data, self.name(index))
-        with opened_image(io.BytesIO(data), self.name(index)) as image:
-            return image.convert("RGB")
+        return read_image(io.BytesIO(data), self.name(index))
 
 
 def _load(path: Path, cache_dir: str | None) -> dict[str, Any]:

@@ -34,7 +34,7 @@ __all__ = ["DATASETS", "ArrayRows", "torchvision_task"]
 
 
 class ArrayRows:
-    """Images stacked in one array (n x H x W [x 3], uint8) read from `path`: a `RowTable` of RGB PIL images."""
+    """Images stacked in one array (n x H x W [x 3], uint8) read from `path`: a `RowTable` of PIL images."""
 
     def __init__(self, path: str | os.PathLike, array: np.ndarray):
         self.path, self.array = str(path), array
@@ -49,7 +49,7 @@ class ArrayRows:
         return f"{file_stamp(self.path)}#{index}"
 
     def decode(self, index: int) -> Image.Image:
-        return Image.fromarray(np.asarray(self.array[index])).convert("RGB")
+        return Image.fromarray(np.asarray(self.array[index]))  # L (MNIST) or RGB, as torchvision gives them
 
 
 def array_items(path: str | os.PathLike, array: np.ndarray) -> Items:
