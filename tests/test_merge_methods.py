@@ -201,3 +201,32 @@ def test_iso_c_matches_the_hand_computation():
     v = TaskVector({"d": torch.diag(torch.tensor([2.0, 1.0]))})
     u = TaskVector({"d": torch.diag(torch.tensor([1.0, 0.0]))})
     _close(merge([v, u], "iso_c"), {"d": 2.0 * np.eye(2)})
+
+
+def _orthonormal(n: int, k: int, seed: int) -> np.ndarray:
+    return np.linalg.qr(np.random.default_rng(seed).normal(size=(n, k)))[0]
+
+
+def test_low_rank_vectors_ignore_rounding_noise_in_their_null_space():
+    # rank-2 LoRA-like updates on 8x6 matrices, plus float32-level noise: the null space is noise
+    U1, V1, U2, V2 = _orthonormal(8, 2, 1), _orthonormal(6, 2, 2), _orthonormal(8, 2, 3), _orthonormal(6, 2, 4)
+    clean = [U1 @ np.diag([3.0, 1.0]) @ V1.T, U2 @ np.diag([2.0, 0.5]) @ V2.T]
+    noise = [1e-8 * np.random.default_rng(9 + i).normal(size=(8, 6)) for i in range(2)]
+    def vectors(parts):
+        return [TaskVector({"w": torch.tensor(p, dtype=torch.float64)}) for p in parts]
+    noisy = [c + e for c, e in zip(clean, noise)]
+    # Iso-C by hand: the sum has rank 4; its 4 singular values are replaced by their mean
+    M = clean[0] + clean[1]
+    U, S, Vt = np.linalg.svd(M)
+    expected = S[:4].mean() * U[:, :4] @ Vt[:4]
+    for parts in (clean, noisy):
+        np.testing.assert_allclose(merge(vectors(parts), "iso_c").deltas["w"].numpy(), expected, atol=1e-6)
+    # TSV-M by hand: T = 2, k = 3 per task, but each task has rank 2: its two triplets only
+    U = np.concatenate([U1, U2], 1)
+    V = np.concatenate([V1, V2], 1)
+    expected = polar(U) @ np.diag([3.0, 1.0, 2.0, 0.5]) @ polar(V).T
+    for parts in (clean, noisy):
+        np.testing.assert_allclose(merge(vectors(parts), "tsv").deltas["w"].numpy(), expected, atol=1e-6)
+    zero = TaskVector({"w": torch.zeros(8, 6, dtype=torch.float64)})
+    assert torch.equal(merge([zero, zero], "iso_c").deltas["w"], zero.deltas["w"])
+    assert torch.equal(merge([zero, zero], "tsv").deltas["w"], zero.deltas["w"])

@@ -130,6 +130,18 @@ def dare(deltas: Sequence[Deltas], p: float = 0.5, seed: int = 0, then: str = "t
     return ties(dropped, keep) if then == "ties" else task_arithmetic(dropped)
 
 
+RANK_RTOL = torch.finfo(torch.float32).eps  # numerical rank: sigma > sigma_max * max(m, n) * RANK_RTOL
+
+
+def _svd(M: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Reduced SVD of M truncated to its numerical rank. The singular vectors of (numerically) zero
+    singular values span an arbitrary basis of the null space, fixed by rounding noise (a rank-r LoRA
+    update has min(m, n) - r of them): nothing may depend on them."""
+    U, S, Vt = torch.linalg.svd(M, full_matrices=False)
+    keep = int((S > S[0] * max(M.shape) * RANK_RTOL).sum()) if S.numel() and S[0] > 0 else 0
+    return U[:, :keep], S[:keep], Vt[:keep]
+
+
 def _polar(M: Tensor) -> Tensor:
     """The nearest matrix with orthonormal columns (or rows) to M: P Q^T for M = P D Q^T."""
     P, _, Qt = torch.linalg.svd(M, full_matrices=False)
@@ -137,9 +149,9 @@ def _polar(M: Tensor) -> Tensor:
 
 
 def tsv(deltas: Sequence[Deltas]) -> Deltas:
-    """TSV-M: per matrix, each task's top k = max(1, floor(min(m, n) / T)) singular triplets; stack
-    U = [U_1 .. U_T], S, V = [V_1 .. V_T]; return polar(U) diag(S) polar(V)^T. Other tensors: the
-    mean over tasks (as the authors do)."""
+    """TSV-M: per matrix, each task's top k = max(1, floor(min(m, n) / T)) singular triplets (of its
+    numerical rank: `_svd`); stack U = [U_1 .. U_T], S, V = [V_1 .. V_T]; return polar(U) diag(S)
+    polar(V)^T. Other tensors: the mean over tasks (as the authors do)."""
     T = len(deltas)
     out = {}
     for n, first in deltas[0].items():
@@ -149,21 +161,23 @@ def tsv(deltas: Sequence[Deltas]) -> Deltas:
         k = max(1, min(first.shape) // T)
         Us, Ss, Vs = [], [], []
         for d in deltas:
-            U, S, Vt = torch.linalg.svd(d[n], full_matrices=False)
+            U, S, Vt = _svd(d[n])
             Us.append(U[:, :k])
             Ss.append(S[:k])
             Vs.append(Vt[:k].T)
-        out[n] = _polar(torch.cat(Us, 1)) @ torch.diag(torch.cat(Ss)) @ _polar(torch.cat(Vs, 1)).T
+        S = torch.cat(Ss)
+        out[n] = _polar(torch.cat(Us, 1)) @ torch.diag(S) @ _polar(torch.cat(Vs, 1)).T if S.numel() else torch.zeros_like(first)
     return out
 
 
 def iso_c(deltas: Sequence[Deltas]) -> Deltas:
-    """Iso-C: per matrix, M = sum_t tau_t = U diag(sigma) V^T -> mean(sigma) U V^T; other tensors: the sum."""
+    """Iso-C: per matrix, M = sum_t tau_t = U diag(sigma) V^T -> mean(sigma) U V^T over M's numerical
+    rank (`_svd`: all min(m, n) singular values of a full-rank M); other tensors: the sum."""
     out = task_arithmetic(deltas)
     for n, M in out.items():
         if M.ndim == 2:
-            U, S, Vt = torch.linalg.svd(M, full_matrices=False)
-            out[n] = S.mean() * (U @ Vt)
+            U, S, Vt = _svd(M)
+            out[n] = S.mean() * (U @ Vt) if S.numel() else torch.zeros_like(M)
     return out
 
 
