@@ -52,7 +52,8 @@ def main() -> None:
     ws = tiny(world, list(world.trio[:2])) if args.ci else zoo_workspace("audio")[0]
     config = ExperimentConfig(settings=CellSettings(alpha=args.alpha), held_out=tuple(world.trio),
                               **({"sweep_alphas": (0.0, 0.5, 1.0)} if args.ci else {}))
-    summary = run_experiment(ws, args.out, config, {"world": "audio", "seed": world.seed, "example": "audio_transfer_experiment"})
+    summary = run_experiment(ws, args.out, config, {"world": "audio", "seed": world.seed, "example": "audio_transfer_experiment"},
+                             progress=True)
     print(f"{summary['cells']['records']} cells over {', '.join(ws.families)}; report: {args.out}/report.md")
 
 
