@@ -7,7 +7,7 @@ A Composition is a formal signed sum of UTDs: terms on different grids stay sepa
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import attrs
 import torch
@@ -33,6 +33,15 @@ def _as_change(ft: Edit | str | os.PathLike | PeftModel, pre: DualEncoder) -> Ed
     from .transfer.lora import LoraEdit  # deferred: the transfer layer builds on descriptors (and imports peft)
 
     return LoraEdit.from_pretrained(ft, pre)
+
+
+def centre_rows(matrix: Tensor, blocks: Sequence[int] | None = None) -> Tensor:
+    """U[i, j] - mean_{j' in block(j)} U[i, j']: each row centred within each block of columns
+    (`blocks` are the block widths, summing to the column count; None: one block, all columns)."""
+    blocks = [matrix.shape[1]] if blocks is None else [int(b) for b in blocks]
+    if any(b < 1 for b in blocks) or sum(blocks) != matrix.shape[1]:
+        raise ShapeError(f"column blocks {blocks} do not partition the {matrix.shape[1]} columns of the descriptor")
+    return torch.cat([part - part.mean(dim=1, keepdim=True) for part in matrix.split(blocks, dim=1)], dim=1)
 
 
 def _matrix(value: Tensor) -> Tensor:
@@ -110,6 +119,11 @@ class UTD:
         noise = torch.randn(self.shape, generator=gen)
         noise = noise * (self.matrix.norm() / noise.norm())
         return UTD(noise, self.grid_id, self.task, {**self.provenance, "random_seed": seed, "baseline": "random"})
+
+    def centred(self) -> "UTD":
+        """Row-centred descriptor U[i, j] - mean_j U[i, j]: drops the per-probe offset shared by all of the
+        task's prompts, which no zero-shot prediction on this task can see."""
+        return UTD(centre_rows(self.matrix), self.grid_id, self.task, {**self.provenance, "centred": True})
 
     def cosine(self, other: "UTD") -> float:
         """Cosine between flattened descriptors on the same grid."""
@@ -197,6 +211,10 @@ class Composition:
         return Composition(tuple(Term(t.utd, t.coef * c) for t in self.terms))
 
     __rmul__ = __mul__
+
+    def centred(self) -> "Composition":
+        """Every term's descriptor row-centred (UTD.centred); the coefficients stay."""
+        return Composition(tuple(Term(t.utd.centred(), t.coef) for t in self.terms))
 
     def __iter__(self) -> Iterator[Term]:
         return iter(self.terms)

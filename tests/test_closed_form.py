@@ -149,3 +149,16 @@ def test_stacked_operators_equal_one_by_one(setup):
     stacked = bank.operators(descriptors)
     for A, u in zip(stacked, descriptors):
         torch.testing.assert_close(A, bank.operator(u), rtol=1e-5, atol=1e-7)
+
+
+def test_centred_operator_is_the_solve_of_the_centred_descriptor(setup):
+    encoder, grid, bank, state, utd = setup
+    S, Z = site_features(encoder, grid.items)
+    G = landmarks(encoder, grid.prompts)
+    U = utd.matrix - utd.matrix.mean(dim=1, keepdim=True)  # hand-centred rows
+    expected = ridge_operator(S / Z.norm(dim=1, keepdim=True), G, U, 1e-2, 1e-3)
+    torch.testing.assert_close(bank.operator(utd, centre=True), expected, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(bank.operators([utd, utd.centred()], centre=True)[0], expected, rtol=1e-5, atol=1e-7)
+    edit = bank.edit(-utd, 1.0, centre=True)
+    torch.testing.assert_close(edit.operator, -expected, rtol=1e-5, atol=1e-7)
+    assert edit.meta["centred"] is True and bank.edit(utd).meta["centred"] is False

@@ -120,3 +120,31 @@ def test_registry_skips_adapters_whose_library_is_missing(monkeypatch):
     assert "clip" in registry.list_families()
     with pytest.raises(registry.UnknownFamilyError, match="not_installed_lib"):
         registry.family("nope")
+
+
+def test_centred_descriptor_subtracts_each_rows_mean_by_hand():
+    grid = _task().grid(2)  # 6 probes x 3 prompts
+    U = (torch.arange(18, dtype=torch.float32).reshape(6, 3) / 4) ** 2
+    centred = UTD(U, grid.identity, grid.task).centred()
+    for i in range(6):  # hand: row i is (a, b, c) -> (a, b, c) - (a + b + c) / 3
+        a, b, c = (float(v) for v in U[i])
+        m = (a + b + c) / 3
+        assert centred.matrix[i].tolist() == pytest.approx([a - m, b - m, c - m], abs=1e-5)
+    assert centred.grid_id == grid.identity and centred.provenance["centred"] is True
+    # an offset per probe, shared by all of the task's prompts, is all that centring removes
+    offset = torch.randn(6, 1).expand(6, 3)
+    torch.testing.assert_close(UTD(U + offset, grid.identity, grid.task).centred().matrix, centred.matrix)
+    comp = (UTD(U, grid.identity, grid.task) - 0.5 * UTD(U + offset, grid.identity, grid.task)).centred()
+    assert [t.coef for t in comp] == [1.0, -0.5]
+    torch.testing.assert_close(comp.by_grid()[grid.identity][1], 0.5 * centred.matrix)
+
+
+def test_block_centring_centres_within_each_tasks_prompts():
+    from platonic_sdk.descriptor import centre_rows
+
+    U = torch.tensor([[1.0, 3.0, 10.0, 20.0, 30.0], [0.0, 4.0, -1.0, -1.0, 2.0]])
+    expected = torch.tensor([[-1.0, 1.0, -10.0, 0.0, 10.0], [-2.0, 2.0, -1.0, -1.0, 2.0]])
+    torch.testing.assert_close(centre_rows(U, [2, 3]), expected)
+    torch.testing.assert_close(centre_rows(U), U - U.mean(dim=1, keepdim=True))
+    with pytest.raises(ShapeError, match="partition"):
+        centre_rows(U, [2, 2])

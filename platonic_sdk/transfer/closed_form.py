@@ -81,9 +81,12 @@ class OperatorBank:
     def grids(self) -> dict[str, GridState]:
         return dict(self._grids)
 
-    def operator(self, descriptor: UTD | Composition) -> Tensor:
-        """A = sum_l c_l X*(U_l)^T: one solve per grid, since the solve is linear in U."""
+    def operator(self, descriptor: UTD | Composition, centre: bool = False) -> Tensor:
+        """A = sum_l c_l X*(U_l)^T: one solve per grid, since the solve is linear in U.
+
+        `centre` solves for the row-centred descriptors (UTD.centred) instead of the raw ones."""
         composition = Composition.of(descriptor)
+        composition = composition.centred() if centre else composition
         total: Tensor | None = None
         for grid_id, (_, target) in composition.by_grid().items():
             A = self.state(grid_id).solve(target).cpu()
@@ -92,10 +95,12 @@ class OperatorBank:
             raise GridMismatchError("an empty composition has no operator")
         return total
 
-    def operators(self, descriptors: Sequence[UTD]) -> Tensor:
-        """Operators of many descriptors (B x d x q, input order): one stacked solve per grid."""
+    def operators(self, descriptors: Sequence[UTD], centre: bool = False) -> Tensor:
+        """Operators of many descriptors (B x d x q, input order): one stacked solve per grid
+        (`centre`: of their row-centred versions)."""
         if not descriptors:
             raise GridMismatchError("no descriptors to solve")
+        descriptors = [d.centred() for d in descriptors] if centre else descriptors
         by_grid: dict[str, list[int]] = {}
         for i, utd in enumerate(descriptors):
             by_grid.setdefault(utd.grid_id, []).append(i)
@@ -107,18 +112,19 @@ class OperatorBank:
             out[ids] = ops
         return out
 
-    def edit(self, descriptor: UTD | Composition, alpha: float = 0.5, **meta: Any) -> OperatorEdit:
-        """A deployable edit folding `descriptor`'s operator at strength `alpha`."""
+    def edit(self, descriptor: UTD | Composition, alpha: float = 0.5, centre: bool = False, **meta: Any) -> OperatorEdit:
+        """A deployable edit folding `descriptor`'s operator at strength `alpha` (`centre`: of its row-centred terms)."""
         composition = Composition.of(descriptor)
         info = {
             "target_family": self.target.family,
             "target_checkpoint": self.target.checkpoint,
             "ridge_a": self.ridge_a,
             "ridge_b": self.ridge_b,
+            "centred": bool(centre),
             "terms": [{"task": t.utd.task, "grid_id": t.utd.grid_id, "coef": t.coef, "provenance": t.utd.provenance} for t in composition],
             **meta,
         }
-        return OperatorEdit(self.operator(composition), alpha, self.site_kind, info, self.binding)
+        return OperatorEdit(self.operator(composition, centre), alpha, self.site_kind, info, self.binding)
 
     def objective(self, composition: Composition, A: Tensor, alpha: float) -> float:
         """Transfer loss L(E) of METHOD sec. 3 for the folded edit (alpha A), measured on the cached grids."""
