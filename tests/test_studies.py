@@ -127,6 +127,24 @@ def test_similarity_against_descriptors_computed_from_scratch(ws, monkeypatch, c
     assert result.same_task_cross_model == pytest.approx(np.mean(own), abs=1e-5)
     same_model = [fresh[(f, TASKS[0])].cosine(fresh[(f, TASKS[1])]) for f in fams]
     assert result.same_model_cross_task == pytest.approx(np.mean(same_model), abs=1e-5)
+    # centred: own grids row-centred; union rows centred within each task's columns (hand loops)
+    def block_centred(u: UTD) -> torch.Tensor:
+        out, start = u.matrix.clone(), 0
+        for t in TASKS[:2]:
+            width = len(ws.grid(t).prompts)
+            for i in range(out.shape[0]):
+                out[i, start:start + width] -= u.matrix[i, start:start + width].sum() / width
+            start += width
+        return out
+    cos = lambda a, b: float((a * b).sum() / (a.norm() * b.norm()))  # noqa: E731
+    centred_own = []
+    for t in TASKS[:2]:
+        a, b = (UTD.compute(ws.models[f], ws.finetuned[(f, t)], ws.grid(t)).matrix for f in fams)
+        centred_own.append(cos(a - a.mean(1, keepdim=True), b - b.mean(1, keepdim=True)))
+    assert result.centred_same_task_cross_model == pytest.approx(np.mean(centred_own), abs=1e-5)
+    centred_model = [cos(block_centred(fresh[(f, TASKS[0])]), block_centred(fresh[(f, TASKS[1])])) for f in fams]
+    assert result.centred_same_model_cross_task == pytest.approx(np.mean(centred_model), abs=1e-5)
+    assert result.as_dict()["centred_ratio"] == pytest.approx(np.mean(centred_own) / np.mean(centred_model), rel=1e-4)
     # a capped union: the first k probes of each grid
     k = 5
     monkeypatch.setattr("platonic_sdk.progress.MIN_SECONDS", 0.0)  # every stage prints its line (stderr is not a terminal)

@@ -4,7 +4,8 @@ descriptors agree across tasks?
 Same task, different models: cosines of flattened UTDs on the task's own grid. Same model,
 different tasks: the shapes differ, so each fine-tune's UTD is recomputed on the union grid (all
 tasks' probes, or the first k of each, x all tasks' prompts, METHOD sec. 11); the heatmap shows
-that union matrix.
+that union matrix. Beside the raw figures stand those of centred descriptors: own-grid UTDs
+row-centred, union UTDs centred within each task's block of prompts (what no zero-shot prediction sees).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import attrs
 import numpy as np
 import torch
 
+from ..descriptor import centre_rows
 from ..errors import PlatonicError
 from ..linalg import descriptor_cosine, unit_rows
 from ..progress import progress as progress_bar
@@ -31,10 +33,16 @@ class SimilarityResult:
     matrix: np.ndarray
     same_task_cross_model: float
     same_model_cross_task: float
+    centred_same_task_cross_model: float = float("nan")
+    centred_same_model_cross_task: float = float("nan")
 
     @property
     def ratio(self) -> float:
-        return self.same_task_cross_model / self.same_model_cross_task if self.same_model_cross_task else float("nan")
+        return _ratio(self.same_task_cross_model, self.same_model_cross_task)
+
+    @property
+    def centred_ratio(self) -> float:
+        return _ratio(self.centred_same_task_cross_model, self.centred_same_model_cross_task)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -43,7 +51,14 @@ class SimilarityResult:
             "same_task_cross_model": self.same_task_cross_model,
             "same_model_cross_task": self.same_model_cross_task,
             "ratio": self.ratio,
+            "centred_same_task_cross_model": self.centred_same_task_cross_model,
+            "centred_same_model_cross_task": self.centred_same_model_cross_task,
+            "centred_ratio": self.centred_ratio,
         }
+
+
+def _ratio(same_task: float, same_model: float) -> float:
+    return same_task / same_model if same_model else float("nan")
 
 
 def union_descriptor(ws: Workspace, family: str, task: str, grid_tasks: Sequence[str], probes: int | None = None) -> torch.Tensor:
@@ -78,15 +93,24 @@ def similarity(
     shown = ws.progress if progress is None else progress
     union = {label: union_descriptor(ws, *label, tasks, union_probes)
              for label in progress_bar(labels, desc="similarity: union-grid descriptors", disable=not shown)}
-    n = len(labels)
-    matrix = np.eye(n)
-    for i, j in itertools.combinations(range(n), 2):
-        matrix[i, j] = matrix[j, i] = descriptor_cosine(union[labels[i]], union[labels[j]])
-    same_task = [
-        ws.descriptor(a[0], a[1]).cosine(ws.descriptor(b[0], b[1]))
-        for a, b in itertools.combinations(labels, 2)
-        if a[1] == b[1]
-    ]
-    same_model = [matrix[i, j] for i, j in itertools.combinations(range(n), 2) if labels[i][0] == labels[j][0]]
+    blocks = [ws.grid(t).shape[1] for t in tasks]
+    centred_union = {label: centre_rows(u, blocks) for label, u in union.items()}
+    matrix, centred = _cosines(labels, union), _cosines(labels, centred_union)
+    pairs = list(itertools.combinations(range(len(labels)), 2))
+    same_task = [(i, j) for i, j in pairs if labels[i][1] == labels[j][1]]
+    same_model = [(i, j) for i, j in pairs if labels[i][0] == labels[j][0]]
+    own = [ws.descriptor(*label) for label in labels]
     mean = lambda v: float(np.mean(v)) if v else float("nan")  # noqa: E731
-    return SimilarityResult(labels, matrix, mean(same_task), mean(same_model))
+    return SimilarityResult(
+        labels, matrix,
+        mean([own[i].cosine(own[j]) for i, j in same_task]), mean([matrix[i, j] for i, j in same_model]),
+        mean([own[i].centred().cosine(own[j].centred()) for i, j in same_task]), mean([centred[i, j] for i, j in same_model]),
+    )
+
+
+def _cosines(labels: Sequence[tuple[str, str]], descriptors: dict[tuple[str, str], torch.Tensor]) -> np.ndarray:
+    """Symmetric matrix of cosines between the flattened descriptors, in `labels` order."""
+    matrix = np.eye(len(labels))
+    for i, j in itertools.combinations(range(len(labels)), 2):
+        matrix[i, j] = matrix[j, i] = descriptor_cosine(descriptors[labels[i]], descriptors[labels[j]])
+    return matrix
