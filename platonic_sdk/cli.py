@@ -21,7 +21,7 @@ from .cli_values import (
 )
 from .demo import demo_config
 from .errors import PlatonicError
-from .evaluate.settings import CACHED, CellSettings, ExperimentConfig, default
+from .evaluate.settings import CACHED, CENTRE_CHOICES, CellSettings, ExperimentConfig, default
 from .linalg import RIDGE_A, RIDGE_B
 from .worlds.registry import world_names, world_spec
 
@@ -186,6 +186,7 @@ def build_parser() -> Parser:
     p.add_argument("--method-cells", action="append", metavar="NAME=N", help="cap a method's cells per kind and group (N or all; lora: 8)")
     for name, knob in (("alpha", "addition strength"), ("strength", "negation strength"), ("weight_space_coef", "task-arithmetic coefficient")):
         p.add_argument(f"--{name.replace('_', '-')}", type=finite_float, help=f"{knob} ({default(CellSettings, name)})")
+    _centre_option(p)
     p.add_argument("--lora-lr", type=positive_float, help="LoRA-route learning rate (default: the world's, else LoraRouteConfig's)")
     p.add_argument("--lora-epochs", type=positive_int, help="LoRA-route epochs (default: the world's, else LoraRouteConfig's)")
     p.add_argument("--lora-steps", type=positive_int, help="cap on LoRA-route steps (default: LoraRouteConfig's)")
@@ -209,9 +210,20 @@ def build_parser() -> Parser:
     p.add_argument("--weight-space-cells", type=count, default=demo["weight_space_cells"].default,
                    help=f"same-model cells with weight-space arithmetic ({demo['weight_space_cells'].default}; 0: none)")
     p.add_argument("--orthoreg-tasks", type=count, default=0, help="run the OrthoReg study on this many tasks (0: off; ~2 min for 3)")
+    _centre_option(p)
     p.set_defaults(batch_size=256)
     p.set_defaults(func=commands.cmd_demo)
     return parser
+
+
+def _centre_option(p: argparse.ArgumentParser) -> None:
+    """--centre: which cell kinds transfer row-centred descriptors (UTD.centred)."""
+    p.add_argument("--centre", choices=tuple(CENTRE_CHOICES), type=str.lower,
+                   help=f"cell kinds whose descriptors are row-centred before the solve (default: {_centre_name(default(CellSettings, 'centre'))})")
+
+
+def _centre_name(kinds: tuple[str, ...]) -> str:
+    return next(name for name, value in CENTRE_CHOICES.items() if set(value) == set(kinds))
 
 
 def _subparsers(parser: Parser) -> dict[str, Parser]:

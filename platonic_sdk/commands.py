@@ -484,7 +484,7 @@ def _grid(args: argparse.Namespace, folder) -> int:
     counts = {k: v or None for k, v in given("sweep_cells", "similarity_probes").items()}  # 0: every cell / probe
     config = ExperimentConfig(
         cells=selections(args.kinds, args.groups, args.max_cells), pairing=args.pairing,
-        settings=CellSettings(**given("alpha", "strength", "weight_space_coef"), lora=lora, seed=args.seed),
+        settings=CellSettings(**given("alpha", "strength", "weight_space_coef"), lora=lora, seed=args.seed, **centre_kinds(args)),
         methods=tuple(dict.fromkeys(["zero_shot", *args.methods])) if args.methods else CACHED,
         method_cells=dict(parse_method_cells(args.method_cells or [])), held_out=tuple(held_out), similarity=not args.no_similarity,
         **given("sweep_alphas"), **counts,
@@ -507,6 +507,13 @@ def parse_method_cells(items: Sequence[str]) -> list[tuple[str, int | None]]:
             raise PlatonicError(f"--method-cells takes NAME=N or NAME=all, got {item!r}")
         out.append((name, None if count == "all" else int(count)))
     return out
+
+
+def centre_kinds(args: argparse.Namespace) -> dict[str, tuple[str, ...]]:
+    """CellSettings' `centre` from --centre (nothing when the option is not given: the class's default)."""
+    from .evaluate.settings import CENTRE_CHOICES
+
+    return {"centre": CENTRE_CHOICES[args.centre]} if getattr(args, "centre", None) else {}
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

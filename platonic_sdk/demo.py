@@ -19,8 +19,9 @@ from .evaluate.settings import CellSettings
 
 
 def demo_config(world: str, seed: int = 0, lora_cells: int = 8, weight_space_cells: int = 6, orthoreg_tasks: int = 0,
-                orthoreg_recipe: Mapping[str, Any] | None = None, ridge_b: float | None = None):
-    """The demo's ExperimentConfig on `world` (LoRA route with the world's recipe and landmark ridge)."""
+                orthoreg_recipe: Mapping[str, Any] | None = None, ridge_b: float | None = None, centre: tuple[str, ...] | None = None):
+    """The demo's ExperimentConfig on `world` (LoRA route with the world's recipe and landmark ridge;
+    `centre`: the kinds with row-centred descriptors, None: CellSettings' default)."""
     from .evaluate.experiment import CellSelection, ExperimentConfig
     from .evaluate.methods import CACHED
     from .worlds.registry import world_spec
@@ -31,7 +32,7 @@ def demo_config(world: str, seed: int = 0, lora_cells: int = 8, weight_space_cel
         cells += (CellSelection("addition", "same-model", weight_space_cells, methods=CACHED),)
     lora = {**spec.lora, "ridge_b": spec.ridge_b if ridge_b is None else ridge_b}
     return ExperimentConfig(
-        cells=cells, settings=CellSettings(lora=lora, seed=seed), methods=(*CACHED, "lora") if lora_cells else CACHED,
+        cells=cells, settings=CellSettings(lora=lora, seed=seed, **({} if centre is None else {"centre": centre})), methods=(*CACHED, "lora") if lora_cells else CACHED,
         method_cells={"lora": lora_cells}, held_out=tuple(spec.make(seed=seed).trio), similarity_probes=None,
         orthoreg_tasks=orthoreg_tasks, orthoreg_recipe=orthoreg_recipe or {},
     )
@@ -42,6 +43,7 @@ def main(args: argparse.Namespace) -> int:
     from .evaluate.experiment import run_experiment
     from .evaluate.report import table
     from .evaluate.runfolder import RunFolder
+    from .commands import centre_kinds
     from .evaluate.workspace import zoo_workspace
     from .worlds import zoo
     from .worlds.registry import world_spec
@@ -51,7 +53,8 @@ def main(args: argparse.Namespace) -> int:
         ws, describe = zoo_workspace(args.world, seed=args.seed, families=args.families, device=args.device, grid_seed=args.seed,
                                      batch_size=args.batch_size)
         recipe = zoo.read_manifest(world_spec(args.world).zoo).get("finetune", {}) if args.orthoreg_tasks else {}
-        config = demo_config(args.world, args.seed, args.lora_cells, args.weight_space_cells, args.orthoreg_tasks, recipe)
+        config = demo_config(args.world, args.seed, args.lora_cells, args.weight_space_cells, args.orthoreg_tasks, recipe,
+                             **centre_kinds(args))
         summary = run_experiment(ws, folder, config, {**describe, "command": "platonic demo"}, progress=not args.quiet,
                                  title=f"platonic demo ({args.world} world, seed {args.seed})")
     print(table(["figure", "value"], [[k, v] for k, v in summary["checks"].items()]))

@@ -7,7 +7,9 @@ import copy
 import math
 from collections import Counter
 
+import numpy as np
 import pytest
+import torch
 
 import platonic_sdk as ps
 from platonic_sdk.descriptor import UTD
@@ -78,12 +80,29 @@ def test_cell_numbers_equal_real_folded_models(ws, models, tasks):
         # an independent descriptor: two forward passes through the public API
         descriptors.append(UTD.compute(models[source], ws.finetuned[(source, task)], grid))
     names = [*cell.tasks, CONTROL]
-    for method, composition in (("closed_form", descriptors[0] + descriptors[1]), ("single_a", descriptors[0].as_composition())):
+    # the labelled ceiling by hand: one-hot of each probe's train label minus 1/M, scaled to the descriptor's norm
+    labelled = []
+    for task, d in zip(cell.tasks, descriptors):
+        grid = tasks[task].grid(ws.per_class, ws.grid_seed)
+        M = len(tasks[task].classnames)
+        L = np.zeros(grid.shape, dtype=np.float32)
+        for i, probe in enumerate(grid.probe_ids):
+            L[i] = -1.0 / M
+            L[i, tasks[task].train.labels[probe]] += 1.0
+        L *= float(d.matrix.norm()) / np.linalg.norm(L)
+        labelled.append(UTD(torch.from_numpy(L), grid.identity, task))
+    for method, composition in (("closed_form", descriptors[0] + descriptors[1]), ("single_a", descriptors[0].as_composition()),
+                                ("label_reference", labelled[0] + labelled[1])):
         with bank.edit(composition, settings.alpha).applied_to(target):
             folded = {n: accuracy(target, tasks[n]) for n in names}
         assert record["results"][method] == pytest.approx(folded, abs=1e-6)
     assert record["results"]["zero_shot"] == pytest.approx({n: accuracy(target, tasks[n]) for n in names})
-    assert set(record["results"]) == {"zero_shot", "random_utd", "single_a", "single_b", "closed_form", "oracle"}
+    assert set(record["results"]) == {"zero_shot", "random_utd", "single_a", "single_b", "closed_form", "oracle", "label_reference"}
+    # centred addition: the closed form folds the operator of the row-centred descriptors
+    centred = evaluate_cell(ws, cell, CellSettings(alpha=0.7, centre=("addition",)), ["closed_form"])
+    with bank.edit(descriptors[0] + descriptors[1], settings.alpha, centre=True).applied_to(target):
+        folded = {n: accuracy(target, tasks[n]) for n in names}
+    assert centred["results"]["closed_form"] == pytest.approx(folded, abs=1e-6)
     assert record["finetuned"][cell.tasks[0]] == pytest.approx(accuracy(ws.finetuned[("siglip", cell.tasks[0])], tasks[cell.tasks[0]]))
 
 

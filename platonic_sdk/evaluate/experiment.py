@@ -113,17 +113,19 @@ def _run(ws: Workspace, folder: RunFolder, config: ExperimentConfig, describe: d
     for key, cell, _ in passes:  # one record per cell, with every method's results
         records.setdefault(cell.key, {**done[key], "key": cell.key, "results": {}})["results"].update(done[key]["results"])
     cells = list(dict.fromkeys(c for _, c, _ in passes))
-    alpha, strength = config.settings.alpha, config.settings.strength
+    alpha, strength, centre = config.settings.alpha, config.settings.strength, config.settings.centre
+    add_centred = config.settings.centres("addition")
     swept = [c for kind in KINDS for c in spread([c for c in cells if c.kind == kind], config.sweep_cells)]
-    results["sweep"] = timed("strength sweep", lambda: studies.strength_sweep(ws, swept, config.sweep_alphas))
+    results["sweep"] = timed("strength sweep", lambda: studies.strength_sweep(ws, swept, config.sweep_alphas, centre))
     if config.accumulation:
         results["accumulation"] = timed("accumulation", lambda: [
-            r for t in sorted({c.target for c in cells}) for r in studies.accumulation(ws, t, ws.transfer_tasks, alpha)])
+            r for t in sorted({c.target for c in cells}) for r in studies.accumulation(ws, t, ws.transfer_tasks, alpha, centre=add_centred)])
     if config.held_out:
         *related, held = config.held_out
-        results["held_out"] = timed("held-out", lambda: [r for t in ws.families for r in studies.held_out(ws, t, related, held, alpha)])
+        results["held_out"] = timed("held-out", lambda: [r for t in ws.families
+                                                         for r in studies.held_out(ws, t, related, held, alpha, add_centred)])
     if config.guarantee:
-        results["guarantee"] = timed("guarantee", lambda: studies.guarantee(ws, cells, alpha, strength))
+        results["guarantee"] = timed("guarantee", lambda: studies.guarantee(ws, cells, alpha, strength, centre))
     if config.orthoreg_tasks:
         results["orthoreg"] = timed("orthoreg study", lambda: orthoreg_study(ws, config, progress))
     folder.write_json("studies.json", results)

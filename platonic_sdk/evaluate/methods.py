@@ -6,7 +6,9 @@ zero_shot; closed_form (alpha * A(sum_l U_l), negation strength * A(-U)); random
 descriptors of the same norms); single_a / single_b (one term of an addition); oracle (the target's
 own descriptors); weight_space (theta + c sum_l tau_l on same-architecture cells) and
 weight_space_<method> for the other merging methods (finetune.merging: ties, dare, tsv, iso_c); lora (the LoRA
-route fitted to the cell's composition, capped at 8 cells per kind and group: it re-encodes).
+route fitted to the cell's composition, capped at 8 cells per kind and group: it re-encodes);
+label_reference (label_reference.py: the closed form fed probe-label descriptors, a labelled ceiling).
+Settings' `centre` kinds transfer row-centred descriptors in every solving method.
 A new method is one function plus `register_method` (docs/architecture.md shows an example).
 """
 
@@ -68,7 +70,8 @@ def _sign_strength(cell: Cell, settings: CellSettings) -> tuple[float, float]:
     return (1.0, settings.alpha) if cell.kind == "addition" else (-1.0, settings.strength)
 
 
-def _folded(ws: Workspace, cell: Cell, settings: CellSettings, ops: Sequence[Tensor]) -> dict[str, float]:
+def folded(ws: Workspace, cell: Cell, settings: CellSettings, ops: Sequence[Tensor]) -> dict[str, float]:
+    """Accuracies with sign * sum(ops) folded at the cell's strength (addition +alpha, negation -strength)."""
     sign, strength = _sign_strength(cell, settings)
     return ws.accuracies(cell.target, eval_names(ws, cell), sign * sum(ops), strength)
 
@@ -78,25 +81,29 @@ def zero_shot(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, fl
 
 
 def closed_form(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
-    return _folded(ws, cell, settings, [ws.operator(cell.target, s, t) for s, t in zip(cell.sources, cell.tasks)])
+    centre = settings.centres(cell.kind)
+    return folded(ws, cell, settings, [ws.operator(cell.target, s, t, centre) for s, t in zip(cell.sources, cell.tasks)])
 
 
 def random_utd(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
     terms = enumerate(zip(cell.sources, cell.tasks))
-    return _folded(ws, cell, settings, [ws.random_operator(cell.target, s, t, cell.seed + i) for i, (s, t) in terms])
+    centre = settings.centres(cell.kind)
+    return folded(ws, cell, settings, [ws.random_operator(cell.target, s, t, cell.seed + i, centre) for i, (s, t) in terms])
 
 
 def single(term: int) -> MethodFn:
     """One term of an addition cell alone (term 0: Single-A, 1: Single-B)."""
     def fn(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
-        return _folded(ws, cell, settings, [ws.operator(cell.target, cell.sources[term], cell.tasks[term])])
+        op = ws.operator(cell.target, cell.sources[term], cell.tasks[term], settings.centres(cell.kind))
+        return folded(ws, cell, settings, [op])
     return fn
 
 
 def oracle(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float] | None:
     if not all((cell.target, task) in ws.finetuned for task in cell.tasks):
         return None
-    return _folded(ws, cell, settings, [ws.operator(cell.target, cell.target, task) for task in cell.tasks])
+    centre = settings.centres(cell.kind)
+    return folded(ws, cell, settings, [ws.operator(cell.target, cell.target, task, centre) for task in cell.tasks])
 
 
 def lora(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
@@ -106,8 +113,10 @@ def lora(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
 
     sign, strength = _sign_strength(cell, settings)
     terms = [sign * ws.descriptor(source, task) for source, task in zip(cell.sources, cell.tasks)]
+    composition = sum(terms[1:], terms[0])
     config = LoraRouteConfig(**settings.lora, seed=settings.seed)
-    edit = fit_lora(ws.models[cell.target], sum(terms[1:], terms[0]), [ws.grid(t) for t in cell.tasks], config, progress=False)
+    composition = composition.centred() if settings.centres(cell.kind) else composition
+    edit = fit_lora(ws.models[cell.target], composition, [ws.grid(t) for t in cell.tasks], config, progress=False)
     return ws.live_accuracies(cell.target, eval_names(ws, cell), edit.scaled(strength))
 
 
@@ -122,6 +131,7 @@ for _merge in merge_methods():  # the other merging methods, same cells and coef
     if _merge != "task_arithmetic":
         register_method(f"weight_space_{_merge}", merged_weight_space(_merge), f"weight space, {merge_method(_merge).description}")
 register_method("lora", lora, "ours, LoRA route", max_cells=8)
+from . import label_reference  # noqa: E402,F401  (registers the labelled ceiling, which builds on `folded`)
 
 
 def evaluate_cell(ws: Workspace, cell: Cell, settings: CellSettings = CellSettings(), methods: Sequence[str] = CACHED) -> dict[str, Any]:

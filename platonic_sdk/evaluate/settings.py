@@ -10,21 +10,33 @@ from ..errors import PlatonicError, check_strength
 
 KINDS = ("addition", "negation")
 GROUPS = ("same-model", "same-architecture", "cross-family")
-CACHED = ("zero_shot", "random_utd", "single_a", "single_b", "closed_form", "oracle", "weight_space")  # all but the LoRA route
+CACHED = ("zero_shot", "random_utd", "single_a", "single_b", "closed_form", "oracle", "label_reference", "weight_space")  # all but the LoRA route
 DEFAULT_ALPHAS = tuple(i / 4 for i in range(9))  # the strength sweep: 0, 0.25, ..., 2
+CENTRE_CHOICES = {"none": (), "addition": ("addition",), "negation": ("negation",), "all": KINDS}  # --centre: kinds centred
 
 
 @attrs.frozen
 class CellSettings:
     """Strengths (addition alpha, negation strength, weight-space coefficient) and the LoRA route's
     recipe: `lora` holds LoraRouteConfig fields that differ from its defaults (a world's tuned lr and
-    epochs, the closed form's ridge_b); `seed` seeds the LoRA route and the OrthoReg study's fine-tunes."""
+    epochs, the closed form's ridge_b); `seed` seeds the LoRA route and the OrthoReg study's fine-tunes;
+    `centre` lists the kinds whose descriptors are row-centred before the solve (UTD.centred)."""
 
     alpha: float = attrs.field(default=0.5, converter=check_strength)
     strength: float = attrs.field(default=1.0, converter=check_strength)
     weight_space_coef: float = attrs.field(default=0.5, converter=check_strength)
     lora: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
     seed: int = 0
+    centre: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+    @centre.validator
+    def _kinds(self, _: Any, value: tuple[str, ...]) -> None:
+        if not set(value) <= set(KINDS):
+            raise PlatonicError(f"centre lists cell kinds ({', '.join(KINDS)}), got {', '.join(map(str, value))}")
+
+    def centres(self, kind: str) -> bool:
+        """Whether cells of `kind` transfer row-centred descriptors."""
+        return kind in self.centre
 
     def as_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)

@@ -23,10 +23,11 @@ from .zeroshot import accuracy_of, predict
 
 
 
-def cell_operator(ws: Workspace, cell: Cell) -> tuple[Tensor, list[str]]:
-    """The cell's signed closed-form operator (negation: minus the descriptor's) and its evaluation sets."""
+def cell_operator(ws: Workspace, cell: Cell, centre: Sequence[str] = ()) -> tuple[Tensor, list[str]]:
+    """The cell's signed closed-form operator (negation: minus the descriptor's; row-centred descriptors
+    when the cell's kind is in `centre`) and its evaluation sets."""
     sign = 1.0 if cell.kind == "addition" else -1.0
-    A = sign * sum(ws.operator(cell.target, s, t) for s, t in zip(cell.sources, cell.tasks))
+    A = sign * sum(ws.operator(cell.target, s, t, cell.kind in centre) for s, t in zip(cell.sources, cell.tasks))
     names = list(cell.tasks) + [c for c in ws.controls if c not in cell.tasks]
     return A, names
 
@@ -35,14 +36,14 @@ def _mean(values: Sequence[float]) -> float:
     return float(np.mean(values)) if len(values) else float("nan")
 
 
-def strength_sweep(ws: Workspace, cells: Sequence[Cell], alphas: Sequence[float] = DEFAULT_ALPHAS) -> list[dict[str, Any]]:
+def strength_sweep(ws: Workspace, cells: Sequence[Cell], alphas: Sequence[float] = DEFAULT_ALPHAS, centre: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Accuracy of each cell's closed-form edit at each strength: task mean and control mean.
 
     The shift S A^T of each evaluation set is computed once; strength alpha gives Z + alpha S A^T.
     """
     records = []
     for cell in cells:
-        A, names = cell_operator(ws, cell)
+        A, names = cell_operator(ws, cell, centre)
         accs: dict[float, dict[str, float]] = {float(a): {} for a in alphas}
         for name in names:
             cache, head = ws.eval_set(cell.target, name), ws.head(cell.target, name)
@@ -72,7 +73,7 @@ def _normalised(ws: Workspace, target: str, task: str, acc: float) -> float | No
 
 
 def accumulation(
-    ws: Workspace, target: str, tasks: Sequence[str], alpha: float = 0.5, max_tasks: int = 8
+    ws: Workspace, target: str, tasks: Sequence[str], alpha: float = 0.5, max_tasks: int = 8, centre: bool = False
 ) -> list[dict[str, Any]]:
     """Compose the first J tasks (J = 1..len) on `target`, each from a cross-family source (rotating).
 
@@ -85,7 +86,7 @@ def accumulation(
         sources = cross_sources(ws, target, task)
         if not sources:
             raise PlatonicError(f"no cross-family descriptor of {task!r} for target {target!r}")
-        ops.append((sources[i % len(sources)], ws.operator(target, sources[i % len(sources)], task)))
+        ops.append((sources[i % len(sources)], ws.operator(target, sources[i % len(sources)], task, centre)))
     records = []
     for J in range(1, len(tasks) + 1):
         A = sum(op for _, op in ops[:J])
@@ -107,7 +108,8 @@ def accumulation(
     return records
 
 
-def held_out(ws: Workspace, target: str, related: Sequence[str], held_out_task: str, alpha: float = 0.5) -> list[dict[str, Any]]:
+def held_out(ws: Workspace, target: str, related: Sequence[str], held_out_task: str, alpha: float = 0.5,
+             centre: bool = False) -> list[dict[str, Any]]:
     """Sum the operators of `related` tasks (every cross-family source assignment) and evaluate on a
     task whose items and class names never entered a fit."""
     if held_out_task in related:
@@ -116,7 +118,7 @@ def held_out(ws: Workspace, target: str, related: Sequence[str], held_out_task: 
     zero = ws.accuracies(target, names)
     records = []
     for sources in itertools.product(*(cross_sources(ws, target, t) for t in related)):
-        A = sum(ws.operator(target, s, t) for s, t in zip(sources, related))
+        A = sum(ws.operator(target, s, t, centre) for s, t in zip(sources, related))
         records.append({
             "target": target, "sources": list(sources), "related": list(related), "held_out": held_out_task,
             "alpha": alpha, "zero_shot": zero, "closed_form": ws.accuracies(target, names, A, alpha),
@@ -125,11 +127,11 @@ def held_out(ws: Workspace, target: str, related: Sequence[str], held_out_task: 
     return records
 
 
-def guarantee(ws: Workspace, cells: Sequence[Cell], alpha: float = 0.5, strength: float = 1.0) -> list[dict[str, Any]]:
+def guarantee(ws: Workspace, cells: Sequence[Cell], alpha: float = 0.5, strength: float = 1.0, centre: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Per cell: the guarantee summary of its closed-form edit over its tasks and controls, pooled and per set."""
     records = []
     for cell in cells:
-        A, names = cell_operator(ws, cell)
+        A, names = cell_operator(ws, cell, centre)
         a = alpha if cell.kind == "addition" else strength
         parts = {}
         for name in names:

@@ -215,20 +215,21 @@ class Workspace:
                 self._descriptors[key] = UTD.from_features(unit_rows(state.Z), f_ft, state.G, grid, family=family)
         return self._descriptors[key]
 
-    def operator(self, target: str, source: str, task: str) -> Tensor:
-        """Operator on `target` of `source`'s descriptor of `task` (cached)."""
-        key = (target, source, task)
+    def operator(self, target: str, source: str, task: str, centre: bool = False) -> Tensor:
+        """Operator on `target` of `source`'s descriptor of `task` (cached; `centre`: of the row-centred descriptor)."""
+        key = (target, source, task, bool(centre))
         if key not in self._operators:
             bank = self.bank(target)
             bank.add_grid(self.grid(task))
-            self._operators[key] = bank.operator(self.descriptor(source, task))
+            self._operators[key] = bank.operator(self.descriptor(source, task), centre)
         return self._operators[key]
 
-    def random_operator(self, target: str, source: str, task: str, seed: int) -> Tensor:
-        """Random-UTD baseline: operator of a Gaussian descriptor with the source descriptor's norm."""
+    def random_operator(self, target: str, source: str, task: str, seed: int, centre: bool = False) -> Tensor:
+        """Random-UTD baseline: operator of a Gaussian descriptor with the source descriptor's norm
+        (`centre`: the Gaussian descriptor is row-centred as the transferred one is)."""
         bank = self.bank(target)
         bank.add_grid(self.grid(task))
-        return bank.operator(self.descriptor(source, task).random_like(seed))
+        return bank.operator(self.descriptor(source, task).random_like(seed), centre)
 
     def finetuned_accuracy(self, family: str, task: str) -> float | None:
         """Test accuracy of the family's own fine-tune on `task` (the normaliser); None when unavailable."""

@@ -1,0 +1,55 @@
+"""A labelled reference cell method: what a descriptor built from the probes' labels would transfer.
+
+For a task's grid with probe labels y_i among M classes, L[i, j] = [y_i = j] - 1/M (one-hot minus
+its row mean), scaled to the Frobenius norm of the descriptor the closed form transfers for that
+term. It reads labels that the method never sees, so it is a ceiling for what a labelled grid would
+give, not a baseline to beat; the report shows what share of its gain the transferred descriptor reaches.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from ..descriptor import UTD
+from ..errors import ShapeError
+from ..tasks import Grid
+from .cells import Cell
+from .methods import folded, register_method
+from .settings import CellSettings
+from .workspace import Workspace
+
+
+def label_descriptor(grid: Grid, labels: Sequence[int], num_classes: int, norm: float) -> UTD:
+    """(one-hot(labels) - 1/M), scaled to Frobenius norm `norm`, on `grid`."""
+    labels = torch.as_tensor(labels, dtype=torch.long)
+    if labels.shape != (grid.shape[0],) or num_classes != grid.shape[1]:
+        raise ShapeError(f"{tuple(labels.shape)} labels of {num_classes} classes do not fit grid {grid.shape}")
+    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= num_classes):
+        raise ShapeError(f"probe labels must lie in [0, {num_classes}), got {int(labels.min())}..{int(labels.max())}")
+    L = torch.nn.functional.one_hot(labels, num_classes).float() - 1.0 / num_classes
+    return UTD(L * (norm / L.norm()), grid.identity, grid.task, {"baseline": "labels", "norm": float(norm)})
+
+
+def probe_labels(ws: Workspace, task: str) -> torch.Tensor:
+    """Labels of the task's probes (its grid's train items)."""
+    grid = ws.grid(task)
+    return torch.as_tensor(ws.tasks[task].train.labels)[list(grid.probe_ids)]
+
+
+def label_reference(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
+    """The closed form fed label descriptors, each norm-matched to the term's transferred descriptor."""
+    centre = settings.centres(cell.kind)
+    ops = []
+    for source, task in zip(cell.sources, cell.tasks):
+        transferred = ws.descriptor(source, task)
+        transferred = transferred.centred() if centre else transferred
+        reference = label_descriptor(ws.grid(task), probe_labels(ws, task), len(ws.grid(task).prompts), float(transferred.matrix.norm()))
+        bank = ws.bank(cell.target)
+        bank.add_grid(ws.grid(task))
+        ops.append(bank.operator(reference))
+    return folded(ws, cell, settings, ops)
+
+
+register_method("label_reference", label_reference, "labelled ceiling (probe labels, not the method)")
