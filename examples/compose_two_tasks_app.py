@@ -80,6 +80,13 @@ def main() -> None:
     print(f"{'task':<16} {'deployed':>9} {'edited':>9}")
     for n in names:
         print(f"{n:<16} {before[n]:>9.2f} {after[n]:>9.2f}")
+    # the fit on the probe grids, L(E) of METHOD sec. 3 (sum over grids of ||UTD[E] - U||^2 / M): it moves at any size
+    composition = utds[TASKS[0]] + utds[TASKS[1]]
+    unedited = composition.objective({gid: 0 * u for gid, (_, u) in composition.by_grid().items()})
+    print(f"transfer loss on the probe grids: {unedited:.4g} unedited -> {bank.objective(composition, edit.operator, args.alpha):.4g} edited")
+    if args.ci:
+        print("(--ci: two random tiny models fine-tuned for two steps share no structure that the edit could carry into "
+              f"accuracy on {len(world.task(TASKS[0]).test.labels)} test items per task; the loss above shows the solve acts)")
 
     # 4. ship it: the edit file (a few kB), and a checkpoint with the edit folded in
     edit.save(out / "edit.safetensors")

@@ -39,6 +39,10 @@ def test_compose_two_tasks_app(runs):
     assert edit.alpha == 0.5 and {t["task"] for t in edit.meta["terms"]} == set(ImageWorld().trio[:2])
     assert ps.load("siglip", str(out / "edited_model")).family == "siglip"
     assert len(list((out / "descriptors").glob("*.safetensors"))) == 2
+    loss = next(line for line in proc.stdout.splitlines() if line.startswith("transfer loss on the probe grids"))
+    unedited, edited = (float(v) for v in loss.split(": ")[1].replace(" unedited ->", "").replace(" edited", "").split())
+    assert edited < unedited  # the effect at --ci size, where accuracy cannot show one (the example says why)
+    assert "--ci:" in proc.stdout
 
 
 def test_audio_transfer_experiment(runs):
@@ -47,6 +51,7 @@ def test_audio_transfer_experiment(runs):
     report = (out / "report.md").read_text()
     assert "## Two-task addition" in report and "## Held-out transfer" in report
     assert (out / "figures" / "two_task_scatter.png").is_file()
+    assert "addition_gain_task_a: " in proc.stdout and "--ci:" in proc.stdout
 
 
 def test_register_family(runs):
