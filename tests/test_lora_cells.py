@@ -35,7 +35,8 @@ def test_negation_cell_fits_the_negated_descriptor_and_deploys_at_the_cell_stren
     cell = next(c for c in negation_cells(ws) if c.target == "clip")
     settings = CellSettings(alpha=0.9, strength=0.5, lora=RECIPE)
     got = lora(ws, cell, settings)
-    edit = fit_lora(ws.models["clip"], -ws.descriptor(cell.sources[0], cell.tasks[0]), [ws.grid(cell.tasks[0])], CONFIG, progress=False)
+    negated = (-ws.descriptor(cell.sources[0], cell.tasks[0])).centred()  # negation centres by default
+    edit = fit_lora(ws.models["clip"], negated, [ws.grid(cell.tasks[0])], CONFIG, progress=False)
     assert got == ws.live_accuracies("clip", [*cell.tasks, *ws.controls], edit.scaled(0.5))
 
 

@@ -32,7 +32,7 @@ def test_agreeing_figures_say_nothing_and_the_ceiling_share_is_reported():
     assert s["checks"]["negation_share_of_label_ceiling"] == pytest.approx(20.0 / 40.0)
     assert s["checks"]["negation_control_drop_control_x"] == pytest.approx(4.0)
     text = report.cells_section(s, "addition", "cross-family", 0.5) + report._said(s, "addition")
-    assert "Contradicts" not in text and "reach 38% of its gain" in text and "labelled ceiling" in text
+    assert "Contradicts" not in text and "reach 38% of its gain." in text and "labelled ceiling" in text and "no ceiling" not in text
 
 
 def test_each_contradiction_is_said_beside_its_figure():
@@ -51,3 +51,10 @@ def test_each_contradiction_is_said_beside_its_figure():
 def test_a_gain_of_exactly_zero_and_a_ratio_just_below_one_are_contradictions():
     said = report.contradictions({"addition_gain_task_b": 0.0, "similarity_ratio": 0.999, "negation_removed_drop": 0.01})
     assert set(said) == {"addition", "similarity"}
+
+
+def test_a_reference_that_the_transfer_beats_is_called_no_ceiling():
+    s = _summary(ratio=2.5, gain_a=30.0, removed_drop=20.0)  # gains 30 + 10 against the reference's 20 + 20
+    assert "reach 100% of its gain." in report._said(s, "addition")
+    s = _summary(ratio=2.5, gain_a=35.0, removed_drop=20.0)
+    assert "reach 112% of its gain: above 100%, so on this run it is no ceiling" in report._said(s, "addition")

@@ -177,8 +177,10 @@ def _said(summary: Mapping[str, Any], section: str) -> str:
     if reached is not None:
         what = "gain" if section == "addition" else "removed-task drop"
         lines.append(f"The labelled ceiling feeds the closed form descriptors built from the probes' labels (one-hot minus 1/M, "
-                     f"norm-matched to the transferred ones): labels the method never sees, so it bounds what a labelled grid "
-                     f"would give and is no baseline to beat. The transferred descriptors reach {100 * reached:.0f}% of its {what}.")
+                     f"norm-matched to the transferred ones): labels the method never sees, a reference for what a labelled grid "
+                     f"would give and no baseline to beat. The transferred descriptors reach {100 * reached:.0f}% of its {what}"
+                     + (": above 100%, so on this run it is no ceiling (one-hot rows ask as much of probes the target already "
+                        "gets right as of those it misses)." if reached > 1 else "."))
     return "".join(f"\n\n{line}" for line in lines)
 
 

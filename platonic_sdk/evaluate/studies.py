@@ -17,13 +17,13 @@ from torch import Tensor
 from ..errors import PlatonicError
 from .cells import Cell, cell_group
 from .guarantee import guarantee_items, pooled_summary
-from .settings import DEFAULT_ALPHAS
+from .settings import DEFAULT_ALPHAS, DEFAULT_CENTRE
 from .workspace import Workspace
 from .zeroshot import accuracy_of, predict
 
 
 
-def cell_operator(ws: Workspace, cell: Cell, centre: Sequence[str] = ()) -> tuple[Tensor, list[str]]:
+def cell_operator(ws: Workspace, cell: Cell, centre: Sequence[str] = DEFAULT_CENTRE) -> tuple[Tensor, list[str]]:
     """The cell's signed closed-form operator (negation: minus the descriptor's; row-centred descriptors
     when the cell's kind is in `centre`) and its evaluation sets."""
     sign = 1.0 if cell.kind == "addition" else -1.0
@@ -36,7 +36,7 @@ def _mean(values: Sequence[float]) -> float:
     return float(np.mean(values)) if len(values) else float("nan")
 
 
-def strength_sweep(ws: Workspace, cells: Sequence[Cell], alphas: Sequence[float] = DEFAULT_ALPHAS, centre: Sequence[str] = ()) -> list[dict[str, Any]]:
+def strength_sweep(ws: Workspace, cells: Sequence[Cell], alphas: Sequence[float] = DEFAULT_ALPHAS, centre: Sequence[str] = DEFAULT_CENTRE) -> list[dict[str, Any]]:
     """Accuracy of each cell's closed-form edit at each strength: task mean and control mean.
 
     The shift S A^T of each evaluation set is computed once; strength alpha gives Z + alpha S A^T.
@@ -127,7 +127,7 @@ def held_out(ws: Workspace, target: str, related: Sequence[str], held_out_task: 
     return records
 
 
-def guarantee(ws: Workspace, cells: Sequence[Cell], alpha: float = 0.5, strength: float = 1.0, centre: Sequence[str] = ()) -> list[dict[str, Any]]:
+def guarantee(ws: Workspace, cells: Sequence[Cell], alpha: float = 0.5, strength: float = 1.0, centre: Sequence[str] = DEFAULT_CENTRE) -> list[dict[str, Any]]:
     """Per cell: the guarantee summary of its closed-form edit over its tasks and controls, pooled and per set."""
     records = []
     for cell in cells:
