@@ -12,13 +12,12 @@ weights often predict one class everywhere, so the logits are the real check.
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 import numpy as np
 import torch
 
-from common import VIT_L14, VIT_SMALL, clip_encoder, random_images, report, timed
+from common import VIT_L14, VIT_SMALL, clip_encoder, random_images, report, timed, bench_parser, parse_bench
 from platonic_sdk import UTD, OperatorBank, Split, Task
 from platonic_sdk.evaluate import FeatureCache, accuracy_of, predict
 from platonic_sdk.features import encode_items, landmarks
@@ -95,15 +94,9 @@ def run(device: str = "cpu", size: str = "small", batch_size: int = 64) -> dict[
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--size", choices=sorted(SIZES), default="small")
+    parser = bench_parser(__doc__, SIZES)
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: leave as is)")
-    parser.add_argument("--json", default=None)
-    args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = parse_bench(parser, argv)
     report("cached-feature evaluation", run(args.device, args.size, args.batch_size), args.json)
 
 

@@ -12,11 +12,10 @@ time of encoding `n` images once (what every applied edit is used for).
 
 from __future__ import annotations
 
-import argparse
 
 import torch
 
-from common import VIT_L14, VIT_SMALL, clip_encoder, random_images, report, timed
+from common import VIT_L14, VIT_SMALL, clip_encoder, random_images, report, timed, bench_parser, parse_bench
 from platonic_sdk.features import encode_items
 from platonic_sdk.finetune import TaskVector
 from platonic_sdk.finetune.weightspace import named_tensors
@@ -71,15 +70,9 @@ def run(device: str, size: str, repeats: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--size", choices=tuple(SIZES), default="small")
-    parser.add_argument("--threads", type=int)
+    parser = bench_parser(__doc__, SIZES)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", metavar="PATH")
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = parse_bench(parser)
     report(f"edit stack apply + remove ({args.size}, {args.device})", run(args.device, args.size, args.repeats), args.json)
 
 

@@ -12,7 +12,6 @@ Autocast is a no-op off CUDA, so on the CPU that row measures only noise.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import time
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from common import VIT_L14, VIT_SMALL, clip_encoder, random_images, report, sync, timed
+from common import VIT_L14, VIT_SMALL, clip_encoder, random_images, report, sync, timed, bench_parser, parse_bench
 from platonic_sdk.accel import autocast, compiled_media
 from platonic_sdk.features import site_features
 
@@ -104,17 +103,11 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--size", choices=sorted(SIZES), default="small")
+    parser = bench_parser(__doc__, SIZES)
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated, first is the baseline: " + ",".join(MODES))
     parser.add_argument("--peak-tflops", type=float, default=None, help="peak for MFU (cuda default: H200 bf16 dense 989)")
     parser.add_argument("--compile-backend", default="inductor", help="torch.compile backend of the compiled modes")
-    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: leave as is)")
-    parser.add_argument("--json", default=None)
-    args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = parse_bench(parser, argv)
     peak = args.peak_tflops or (H200_BF16_DENSE_TFLOPS if args.device.startswith("cuda") else None)
     report("feature extraction", run(args.device, args.size, tuple(args.modes.split(",")), peak, args.compile_backend), args.json)
 

@@ -10,15 +10,13 @@ the grid costs anyway: encoding the same probes with the pretrained model (a ran
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import torch
 from PIL import Image
 
-from common import VIT_L14, VIT_SMALL, clip_encoder, random_images, report, timed
+from common import VIT_L14, VIT_SMALL, clip_encoder, random_images, report, timed, bench_parser, parse_bench
 from platonic_sdk import Grid
 from platonic_sdk.data.images import image_folder_task
 from platonic_sdk.features import encode_items
@@ -52,14 +50,8 @@ def run(device: str = "cpu", size: str = "small", classes: int = 10, per_class: 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--size", choices=tuple(SIZES), default="small")
-    parser.add_argument("--threads", type=int)
-    parser.add_argument("--json", metavar="PATH")
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    parser = bench_parser(__doc__, SIZES)
+    args = parse_bench(parser)
     report(f"grid identity vs encoding the probes ({args.size}, {args.device})", run(args.device, args.size), args.json)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import os
@@ -108,3 +109,21 @@ def report(title: str, results: dict[str, Any], json_path: str | None = None) ->
         with open(json_path, "w") as fh:
             json.dump(results, fh, indent=2)
     return results
+
+
+def bench_parser(doc: str, sizes: Any) -> argparse.ArgumentParser:
+    """The options every size-graded benchmark takes: --device, --size (a key of `sizes`), --threads, --json."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--size", choices=sorted(sizes), default="small")
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: leave as is)")
+    parser.add_argument("--json", default=None, metavar="PATH")
+    return parser
+
+
+def parse_bench(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse, then set torch's CPU threads when --threads asks for a number."""
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return args
