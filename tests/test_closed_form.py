@@ -65,7 +65,7 @@ def test_bank_solve_equals_independent_solve(setup):
 def test_bank_operator_zeroes_the_objective_gradient(setup):
     """X* = A^T is the minimiser of the strictly convex ridge objective: its gradient vanishes there."""
     encoder, grid, bank, state, utd = setup
-    F, G, U = state.F.double(), state.G.double(), utd.matrix.double()
+    F, G, U = state.solve_rows.double(), state.landmarks.double(), utd.matrix.double()
     mu_a = 1e-2 * torch.linalg.svdvals(F).square().mean()
     mu_b = 1e-3 * torch.linalg.svdvals(G).square().mean()
     solve = ridge_solver(F, G, 1e-2, 1e-3)  # float64 in, float64 out: no rounding to float32
@@ -87,9 +87,9 @@ def test_folded_edit_changes_embeddings_exactly_and_undoes_bit_for_bit(setup):
     edit = bank.edit(utd, alpha=0.5)
     with edit.applied_to(encoder):
         _, Z_after = site_features(encoder, grid.items)
-        expected = edited_embeddings(state.S, state.Z, edit.operator, 0.5)
-        torch.testing.assert_close(Z_after, expected, rtol=1e-4, atol=1e-5 * float(state.Z.abs().max()))
-        torch.testing.assert_close(state.achieved(edit.operator, 0.5), (unit_rows(Z_after) - unit_rows(state.Z)) @ state.G.T, rtol=1e-3, atol=1e-5)
+        expected = edited_embeddings(state.site_inputs, state.raw_embeddings, edit.operator, 0.5)
+        torch.testing.assert_close(Z_after, expected, rtol=1e-4, atol=1e-5 * float(state.raw_embeddings.abs().max()))
+        torch.testing.assert_close(state.achieved(edit.operator, 0.5), (unit_rows(Z_after) - unit_rows(state.raw_embeddings)) @ state.landmarks.T, rtol=1e-3, atol=1e-5)
     _assert_same_state(encoder, before)
 
 
@@ -100,12 +100,12 @@ def test_first_order_affinity_change_matches_measured(setup):
     edit = bank.edit(utd, alpha=alpha)
     with edit.applied_to(encoder):
         _, Z_after = site_features(encoder, grid.items)
-    measured = (unit_rows(Z_after) - unit_rows(state.Z)) @ state.G.T / alpha
-    predicted = first_order_change(state.S, state.Z, A, state.G)
+    measured = (unit_rows(Z_after) - unit_rows(state.raw_embeddings)) @ state.landmarks.T / alpha
+    predicted = first_order_change(state.site_inputs, state.raw_embeddings, A, state.landmarks)
     err = float((measured - predicted).norm() / predicted.norm())
     assert err < 0.05, err
     # the solve's own fit (F A^T G^T, no renormalisation) moves affinities toward the descriptor
-    fitted = state.F @ A.T @ state.G.T
+    fitted = state.solve_rows @ A.T @ state.landmarks.T
     assert float((fitted * utd.matrix).sum()) > 0
 
 

@@ -67,7 +67,7 @@ def test_a_second_build_reads_the_entry_and_matches_bit_for_bit(tmp_path, task, 
         assert fw.count == 2 and len(entries(store.root)) == 1
         second = FeatureCache.build(zoo_clip, task.test, cache=store)
         assert fw.count == 2  # no forward pass: read from disk
-    for a, b in ((first.S, fresh[0]), (first.Z, fresh[1]), (second.S, first.S), (second.Z, first.Z)):
+    for a, b in ((first.site_inputs, fresh[0]), (first.raw_embeddings, fresh[1]), (second.site_inputs, first.site_inputs), (second.raw_embeddings, first.raw_embeddings)):
         assert torch.equal(a, b)
     with caching(store), Forwards(zoo_clip) as fw:  # the active store: the same entry
         FeatureCache.build(zoo_clip, task.test)
@@ -82,7 +82,7 @@ def test_a_change_to_any_key_misses(tmp_path, task, zoo_clip):
     first = Path(task.test.items.paths[0])
     Image.fromarray(np.full((14, 14, 3), 7, np.uint8)).save(first)
     changed = FeatureCache.build(zoo_clip, task.test, cache=store)
-    assert len(entries(store.root)) == 2 and not torch.equal(changed.Z[0], base.Z[0]) and torch.equal(changed.Z[1:], base.Z[1:])
+    assert len(entries(store.root)) == 2 and not torch.equal(changed.raw_embeddings[0], base.raw_embeddings[0]) and torch.equal(changed.raw_embeddings[1:], base.raw_embeddings[1:])
     # the dataset: other items
     FeatureCache.build(zoo_clip, task.train, cache=store)
     assert len(entries(store.root)) == 3
@@ -92,7 +92,7 @@ def test_a_change_to_any_key_misses(tmp_path, task, zoo_clip):
         site.weight[0, 0] += 1e-3
     try:
         moved = FeatureCache.build(zoo_clip, task.test, cache=store)
-        assert len(entries(store.root)) == 4 and not torch.equal(moved.Z, changed.Z)
+        assert len(entries(store.root)) == 4 and not torch.equal(moved.raw_embeddings, changed.raw_embeddings)
     finally:
         with torch.no_grad():
             site.weight[0, 0] -= 1e-3
@@ -106,7 +106,7 @@ def test_a_change_to_any_key_misses(tmp_path, task, zoo_clip):
         zoo_clip.images = images
     with Forwards(zoo_clip) as fw:  # back to the first state: its entry again
         again = FeatureCache.build(zoo_clip, task.test, cache=store)
-        assert fw.count == 0 and torch.equal(again.Z, changed.Z)
+        assert fw.count == 0 and torch.equal(again.raw_embeddings, changed.raw_embeddings)
 
 
 def test_a_corrupt_entry_is_encoded_again_with_a_warning(tmp_path, task, zoo_clip):
@@ -116,7 +116,7 @@ def test_a_corrupt_entry_is_encoded_again_with_a_warning(tmp_path, task, zoo_cli
     entry.write_bytes(entry.read_bytes()[:100])
     with pytest.warns(UserWarning, match="is unusable"), Forwards(zoo_clip) as fw:
         again = FeatureCache.build(zoo_clip, task.test, batch_size=3, cache=store)
-    assert fw.count == 2 and torch.equal(again.Z, good.Z)
+    assert fw.count == 2 and torch.equal(again.raw_embeddings, good.raw_embeddings)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         FeatureCache.build(zoo_clip, task.test, cache=store)  # rewritten: reads cleanly
@@ -142,7 +142,7 @@ def test_a_saved_cache_for_another_model_is_refused(tmp_path, task, zoo_clip):
 
     other = load_models(names=["metaclip"])["metaclip"]
     FeatureCache.build(zoo_clip, task.test, cache=False).save(tmp_path / "eval.safetensors")
-    assert torch.equal(FeatureCache.load(tmp_path / "eval.safetensors", zoo_clip).Z, site_features(zoo_clip, task.test.items)[1])
+    assert torch.equal(FeatureCache.load(tmp_path / "eval.safetensors", zoo_clip).raw_embeddings, site_features(zoo_clip, task.test.items)[1])
     with pytest.raises(CheckpointError, match="was built on clip .* not on metaclip"):
         FeatureCache.load(tmp_path / "eval.safetensors", other)
 

@@ -93,7 +93,7 @@ def test_accumulation_schedules_and_normalisation(ws):
     r2 = next(r for r in records if r["J"] == 2 and r["schedule"] == "divided")
     A = sum(ws.operator("siglip", s, t) for s, t in zip(r2["sources"], TASKS[:2]))
     assert all(s != "siglip" for s in r2["sources"])
-    expected = [ws.eval_set("siglip", t).accuracy(ws.head("siglip", t), A / 2, 0.8) for t in TASKS[:2]]
+    expected = [ws.eval_set("siglip", t).accuracy(ws.landmarks("siglip", t), A / 2, 0.8) for t in TASKS[:2]]
     assert r2["mean_accuracy"] == pytest.approx(np.mean(expected))
     own = [accuracy(ws.finetuned[("siglip", t)], ws.tasks[t]) for t in TASKS[:2]]
     assert r2["mean_normalised"] == pytest.approx(np.mean([100 * a / o for a, o in zip(expected, own)]))
@@ -106,7 +106,7 @@ def test_held_out_covers_every_cross_source_pair(ws):
     assert sorted(tuple(r["sources"]) for r in records) == sorted(itertools.product(sources, sources))
     r = records[0]
     A = sum(ws.operator("clip", s, t) for s, t in zip(r["sources"], TASKS[:2]))
-    assert r["closed_form"][TASKS[2]] == pytest.approx(ws.eval_set("clip", TASKS[2]).accuracy(ws.head("clip", TASKS[2]), A, 0.5))
+    assert r["closed_form"][TASKS[2]] == pytest.approx(ws.eval_set("clip", TASKS[2]).accuracy(ws.landmarks("clip", TASKS[2]), A, 0.5))
     with pytest.raises(ps.PlatonicError):
         studies.held_out(ws, "clip", TASKS[:2], TASKS[0])
 

@@ -1,7 +1,7 @@
 """Cached evaluation features: accuracy of any folded operator at any strength without a forward pass.
 
 An edit at the last affine site changes the raw embedding exactly as z -> z + alpha A s, so caching
-(S, Z) of an evaluation set once makes every later evaluation a product, a normalisation and an argmax.
+its site inputs s and raw embeddings z once makes every later evaluation a product, a normalisation and an argmax.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..deprecation import renamed_attribute, renamed_init
 from ..errors import CheckpointError, ShapeError
 from ..feature_store import FeatureStore, model_fingerprint
 from ..features import site_features
@@ -26,16 +27,20 @@ from .zeroshot import accuracy_of, predict
 
 @attrs.frozen(eq=False)
 class FeatureCache:
-    """Site inputs S, raw embeddings Z and labels of one evaluation set on one target."""
+    """Site inputs s (rows of `site_inputs`), raw embeddings z (`raw_embeddings`) and labels of one
+    evaluation set on one target."""
 
-    S: Tensor
-    Z: Tensor
+    site_inputs: Tensor
+    raw_embeddings: Tensor
     labels: np.ndarray = attrs.field(converter=lambda v: np.asarray(v, dtype=np.int64))
     meta: dict[str, Any] = attrs.field(factory=dict)
+    S = renamed_attribute("site_inputs")  # deprecated one-letter names
+    Z = renamed_attribute("raw_embeddings")
 
     def __attrs_post_init__(self) -> None:
-        if not (self.S.shape[0] == self.Z.shape[0] == len(self.labels)):
-            raise ShapeError(f"cache rows disagree: S {tuple(self.S.shape)}, Z {tuple(self.Z.shape)}, {len(self.labels)} labels")
+        if not (self.site_inputs.shape[0] == self.raw_embeddings.shape[0] == len(self.labels)):
+            raise ShapeError(f"cache rows disagree: site inputs {tuple(self.site_inputs.shape)}, "
+                             f"raw embeddings {tuple(self.raw_embeddings.shape)}, {len(self.labels)} labels")
 
     @classmethod
     def build(
@@ -51,14 +56,15 @@ class FeatureCache:
 
     def embeddings(self, A: Tensor | None = None, alpha: float = 0.0) -> Tensor:
         """Raw embeddings after folding alpha A (A None: the unedited model)."""
-        return self.Z if A is None or alpha == 0 else edited_embeddings(self.S, self.Z, A, alpha)
+        return self.raw_embeddings if A is None or alpha == 0 else edited_embeddings(self.site_inputs, self.raw_embeddings, A, alpha)
 
     def accuracy(self, class_landmarks: Tensor, A: Tensor | None = None, alpha: float = 0.0) -> float:
         """Zero-shot accuracy (percent) after folding alpha A."""
         return accuracy_of(predict(self.embeddings(A, alpha), class_landmarks), torch.from_numpy(self.labels))
 
     def save(self, path: str | os.PathLike) -> None:
-        save_tensors(path, {"S": self.S, "Z": self.Z, "labels": torch.from_numpy(self.labels)}, "feature_cache", self.meta)
+        tensors = {"site_inputs": self.site_inputs, "raw_embeddings": self.raw_embeddings, "labels": torch.from_numpy(self.labels)}
+        save_tensors(path, tensors, "feature_cache", self.meta)
 
     @classmethod
     def load(cls, path: str | os.PathLike, encoder: DualEncoder | None = None) -> "FeatureCache":
@@ -69,4 +75,8 @@ class FeatureCache:
                 f"feature cache {str(path)!r} was built on {meta.get('family')} {meta.get('checkpoint')!r} "
                 f"(weights {meta.get('model')}), not on {encoder.family} {encoder.checkpoint!r} (weights {model_fingerprint(encoder)})"
             )
-        return cls(tensors["S"], tensors["Z"], tensors["labels"].numpy(), meta)
+        site_inputs, raw = (tensors[k] if k in tensors else tensors[old] for k, old in (("site_inputs", "S"), ("raw_embeddings", "Z")))
+        return cls(site_inputs, raw, tensors["labels"].numpy(), meta)  # older files name them S and Z
+
+
+renamed_init(FeatureCache, S="site_inputs", Z="raw_embeddings")

@@ -67,10 +67,10 @@ def union_descriptor(ws: Workspace, family: str, task: str, grid_tasks: Sequence
     f_pre, f_ft, G = [], [], []
     for other in grid_tasks:
         state = ws.bank(family).add_grid(ws.grid(other))
-        f_pre.append(unit_rows(state.Z[:probes]))
+        f_pre.append(unit_rows(state.raw_embeddings[:probes]))
         # the fine-tune's own grid is encoded whole anyway (its descriptor needs it): slice that
         f_ft.append(ws.finetuned_rows(family, task, other, None if other == task else probes)[:probes])
-        G.append(state.G)
+        G.append(state.landmarks)
     return (torch.cat(f_ft) - torch.cat(f_pre)) @ torch.cat(G).T
 
 

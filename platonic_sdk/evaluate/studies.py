@@ -46,11 +46,11 @@ def strength_sweep(ws: Workspace, cells: Sequence[Cell], alphas: Sequence[float]
         A, names = cell_operator(ws, cell, centre)
         accs: dict[float, dict[str, float]] = {float(a): {} for a in alphas}
         for name in names:
-            cache, head = ws.eval_set(cell.target, name), ws.head(cell.target, name)
-            shift = cache.S @ A.to(cache.S.dtype).T
+            cache, head = ws.eval_set(cell.target, name), ws.landmarks(cell.target, name)
+            shift = cache.site_inputs @ A.to(cache.site_inputs.dtype).T
             labels = torch.from_numpy(cache.labels)
             for alpha in accs:
-                embedded = cache.Z if alpha == 0 else cache.Z + alpha * shift
+                embedded = cache.raw_embeddings if alpha == 0 else cache.raw_embeddings + alpha * shift
                 accs[alpha][name] = accuracy_of(predict(embedded, head), labels)
         for alpha, acc in accs.items():
             records.append({
@@ -136,7 +136,7 @@ def guarantee(ws: Workspace, cells: Sequence[Cell], alpha: float = 0.5, strength
         parts = {}
         for name in names:
             cache = ws.eval_set(cell.target, name)
-            parts[name] = guarantee_items(cache.Z, cache.embeddings(A, a), ws.head(cell.target, name), cache.labels)
+            parts[name] = guarantee_items(cache.raw_embeddings, cache.embeddings(A, a), ws.landmarks(cell.target, name), cache.labels)
         records.append({
             "key": cell.key, "kind": cell.kind, "target": cell.target, "group": cell.group, "alpha": a,
             "pooled": pooled_summary(list(parts.values())),

@@ -17,7 +17,8 @@ from torch import Tensor
 
 from ..descriptor import UTD
 from ..errors import PlatonicError
-from ..features import encode_items, landmarks
+from ..deprecation import renamed_attribute
+from ..features import encode_items, landmarks as prompt_landmarks
 from ..finetune.weightspace import TaskVector
 from ..linalg import RIDGE_A, RIDGE_B, unit_rows
 from ..protocol import DualEncoder
@@ -92,7 +93,7 @@ class Workspace:
         self._grids: dict[str, Grid] = {}
         self._banks: dict[str, OperatorBank] = {}
         self._eval: dict[tuple[str, str], FeatureCache] = {}
-        self._heads: dict[tuple[str, str], Tensor] = {}
+        self._landmarks: dict[tuple[str, str], Tensor] = {}
         self._ft_rows: dict[tuple[str, str, str], Tensor] = {}
         self._descriptors: dict[tuple[str, str], UTD] = {}
         self._operators: dict[tuple[str, str, str], Tensor] = {}
@@ -165,16 +166,18 @@ class Workspace:
             )
         return self._eval[key]
 
-    def head(self, family: str, task: str) -> Tensor:
-        """The family's class landmarks of `task` (M x d)."""
+    def landmarks(self, family: str, task: str) -> Tensor:
+        """The family's class landmarks of `task` (M x d): its prompt embeddings, the zero-shot head."""
         key = (family, task)
-        if key not in self._heads:
-            self._heads[key] = landmarks(self._model(family), self._task(task).prompts())
-        return self._heads[key]
+        if key not in self._landmarks:
+            self._landmarks[key] = prompt_landmarks(self._model(family), self._task(task).prompts())
+        return self._landmarks[key]
+
+    head = renamed_attribute("landmarks")  # its deprecated name
 
     def accuracy(self, family: str, task: str, A: Tensor | None = None, alpha: float = 0.0) -> float:
         """Test accuracy (percent) of the family's model with alpha A folded (no forward pass)."""
-        return self.eval_set(family, task).accuracy(self.head(family, task), A, alpha)
+        return self.eval_set(family, task).accuracy(self.landmarks(family, task), A, alpha)
 
     def accuracies(self, family: str, names: Sequence[str], A: Tensor | None = None, alpha: float = 0.0) -> dict[str, float]:
         return {name: self.accuracy(family, name, A, alpha) for name in names}
@@ -212,7 +215,7 @@ class Workspace:
             else:
                 state = self.bank(family).add_grid(grid)
                 f_ft = self.finetuned_rows(family, task, task)
-                self._descriptors[key] = UTD.from_features(unit_rows(state.Z), f_ft, state.G, grid, family=family)
+                self._descriptors[key] = UTD.from_features(unit_rows(state.raw_embeddings), f_ft, state.landmarks, grid, family=family)
         return self._descriptors[key]
 
     def operator(self, target: str, source: str, task: str, centre: bool = False) -> Tensor:
@@ -240,7 +243,7 @@ class Workspace:
                 return None
             data = self._task(task).test
             f = encode_items(ft, data.items, self.batch_size, self.progress)
-            self._ft_accuracy[key] = accuracy_of(predict(f, self.head(family, task)), data.labels)
+            self._ft_accuracy[key] = accuracy_of(predict(f, self.landmarks(family, task)), data.labels)
         return self._ft_accuracy[key]
 
     # ------------------------------------------------------------------ weight space
@@ -268,7 +271,7 @@ class Workspace:
             for name in names:
                 data = self._task(name).test
                 f = encode_items(model, data.items, self.batch_size, self.progress)
-                out[name] = accuracy_of(predict(f, self.head(family, name)), data.labels)
+                out[name] = accuracy_of(predict(f, self.landmarks(family, name)), data.labels)
             return out
 
     @torch.no_grad()

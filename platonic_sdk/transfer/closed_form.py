@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from ..binding import Target
+from ..deprecation import renamed_attribute, renamed_init
 from ..descriptor import UTD, Composition
 from ..errors import GridMismatchError
 from ..features import landmarks, site_features
@@ -25,23 +26,30 @@ from .edit import OperatorEdit
 
 @attrs.frozen(eq=False)
 class GridState:
-    """A target's cached view of one grid: site inputs S, raw embeddings Z, landmarks G, and its solver."""
+    """A target's cached view of one probe grid: site inputs s, raw embeddings z, landmarks g (rows), and its solver."""
 
     grid: Grid
-    S: Tensor
-    Z: Tensor
-    G: Tensor
+    site_inputs: Tensor
+    raw_embeddings: Tensor
+    landmarks: Tensor
     solve: RidgeSolver
+    S = renamed_attribute("site_inputs")  # deprecated one-letter names
+    Z = renamed_attribute("raw_embeddings")
+    G = renamed_attribute("landmarks")
+    F = renamed_attribute("solve_rows")
 
     @property
-    def F(self) -> Tensor:
+    def solve_rows(self) -> Tensor:
         """Solve rows: site inputs over the embedding norm, s / ||z||."""
-        return self.S / self.Z.norm(dim=1, keepdim=True)
+        return self.site_inputs / self.raw_embeddings.norm(dim=1, keepdim=True)
 
     def achieved(self, A: Tensor, alpha: float) -> Tensor:
         """Exact UTD of the folded edit on this grid (no forward pass): <f_E, g> - <f, g>."""
-        f_edit = unit_rows(edited_embeddings(self.S, self.Z, A, alpha))
-        return (f_edit - unit_rows(self.Z)) @ self.G.T
+        f_edit = unit_rows(edited_embeddings(self.site_inputs, self.raw_embeddings, A, alpha))
+        return (f_edit - unit_rows(self.raw_embeddings)) @ self.landmarks.T
+
+
+renamed_init(GridState, S="site_inputs", Z="raw_embeddings", G="landmarks")
 
 
 class OperatorBank:
