@@ -25,6 +25,7 @@ from transformers.utils import logging as hf_logging
 from platonic_sdk.errors import CheckpointError
 from platonic_sdk.atomic import write_text
 from platonic_sdk.protocol import MARKER, DualEncoder, read_marker
+from platonic_sdk.version import __version__
 
 from ._image import IMAGE_BACKEND, HFImages
 from ._text import check_texts, check_vocab, context_length_of, default_tokenizer, load_tokenizer
@@ -45,8 +46,6 @@ def resolve_checkpoint(checkpoint: str | os.PathLike) -> tuple[str, bool]:
 def write_marker(folder: str | os.PathLike, encoder: DualEncoder, **fields: Any) -> None:
     """Record which family wrote `folder`, from which checkpoint it descends, the edits folded into its
     weights (`folded_edits`, see DualEncoder.edit_record) and any builder `fields`."""
-    from platonic_sdk import __version__
-
     marker = {"family": encoder.family, "checkpoint": encoder.checkpoint, "sdk_version": __version__,
               "folded_edits": encoder.edit_record(), **fields}
     write_text(Path(folder) / MARKER, json.dumps(marker, indent=2))

@@ -10,12 +10,13 @@ from .errors import (
     UnknownFamilyError,
 )
 from .descriptor import UTD, Composition, Term
+from .edits import Edit, OperatorEdit
 from .protocol import AffineSite, DualEncoder
 from .registry import FamilySpec, family, from_config, list_families, load, register_family
 from .tasks import Grid, Split, Task
-from .transfer import Edit, OperatorBank, OperatorEdit
+from .transfer import OperatorBank
 
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "UTD",

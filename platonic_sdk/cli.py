@@ -23,6 +23,7 @@ from .demo import demo_config
 from .errors import PlatonicError
 from .evaluate.settings import CACHED, CENTRE_CHOICES, CellSettings, ExperimentConfig, default
 from .linalg import RIDGE_A, RIDGE_B
+from .version import __version__
 from .worlds.registry import world_names, world_spec
 
 
@@ -124,8 +125,6 @@ def _experiment_options(p: Parser) -> None:
 
 
 def build_parser() -> Parser:
-    from . import __version__
-
     parser = Parser(prog="platonic", description="Move task edits between dual encoders (UTDs, closed-form operators).")
     parser.add_argument("--version", action="version", version=f"platonic_sdk {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)

@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from .errors import PlatonicError
+from .evaluate.settings import CENTRE_CHOICES
 
 
 def device(value: str) -> str:
@@ -147,3 +148,8 @@ def config_tables(key: str, value: Any) -> Any:
         if wrong:
             raise PlatonicError(f"{', '.join(wrong)} must be strings")
     return value
+
+
+def centre_kinds(args: argparse.Namespace) -> dict[str, tuple[str, ...]]:
+    """CellSettings' `centre` from --centre (nothing when the option is not given: the class's default)."""
+    return {"centre": CENTRE_CHOICES[args.centre]} if getattr(args, "centre", None) else {}

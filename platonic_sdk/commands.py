@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from .cli_values import centre_kinds
 from .errors import GridMismatchError, PlatonicError
 
 BANK_KIND = "operator_bank"
@@ -272,7 +273,7 @@ def cmd_utd(args: argparse.Namespace) -> int:
     prov = {"grid_per_class": args.per_class, "grid_seed": args.grid_seed, "grid_stratified": args.stratified,
             **task_record(spec, task, args)}
     if args.ft_adapter:
-        from .transfer.lora import LoraEdit
+        from .edits.lora_edit import LoraEdit
 
         ft = LoraEdit.from_pretrained(args.ft_adapter, pre, allow_other_base=args.allow_other_base)
         prov["ft_adapter"] = args.ft_adapter
@@ -507,13 +508,6 @@ def parse_method_cells(items: Sequence[str]) -> list[tuple[str, int | None]]:
             raise PlatonicError(f"--method-cells takes NAME=N or NAME=all, got {item!r}")
         out.append((name, None if count == "all" else int(count)))
     return out
-
-
-def centre_kinds(args: argparse.Namespace) -> dict[str, tuple[str, ...]]:
-    """CellSettings' `centre` from --centre (nothing when the option is not given: the class's default)."""
-    from .evaluate.settings import CENTRE_CHOICES
-
-    return {"centre": CENTRE_CHOICES[args.centre]} if getattr(args, "centre", None) else {}
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from .cli_values import centre_kinds
 from .evaluate.settings import CellSettings
 
 
@@ -43,7 +44,6 @@ def main(args: argparse.Namespace) -> int:
     from .evaluate.experiment import run_experiment
     from .evaluate.report import table
     from .evaluate.runfolder import RunFolder
-    from .commands import centre_kinds
     from .evaluate.workspace import zoo_workspace
     from .worlds import zoo
     from .worlds.registry import world_spec

@@ -13,6 +13,7 @@ import attrs
 import torch
 from torch import Tensor
 
+from .edits.edit import Edit
 from .errors import GridMismatchError, PlatonicError, ShapeError, check_finite, check_real, check_strength
 from .features import encode_items, landmarks
 from .io import load_tensors, save_tensors
@@ -23,14 +24,12 @@ from .tasks import Grid
 if TYPE_CHECKING:
     from peft import PeftModel
 
-    from .transfer.edit import Edit
-
 
 def _as_change(ft: Edit | str | os.PathLike | PeftModel, pre: DualEncoder) -> Edit:
     """An edit of `pre`: `ft` itself when it applies like an Edit, else a peft LoRA adapter read onto `pre`."""
     if hasattr(ft, "applied_to"):
         return ft
-    from .transfer.lora import LoraEdit  # deferred: the transfer layer builds on descriptors (and imports peft)
+    from .edits.lora_edit import LoraEdit  # deferred: peft takes seconds to import
 
     return LoraEdit.from_pretrained(ft, pre)
 

@@ -17,14 +17,13 @@ from torch import Tensor
 
 from .atomic import atomic_path
 from .errors import CheckpointError, check_real
+from .version import __version__
 
 FORMAT = "platonic_sdk"
 
 
 def save_tensors(path: str | os.PathLike, tensors: dict[str, Tensor], kind: str, meta: dict[str, Any]) -> None:
     """Write `tensors` and `meta` (JSON-serialisable) to a safetensors file tagged with `kind`, atomically."""
-    from . import __version__
-
     header = {"format": FORMAT, "kind": kind, "sdk_version": __version__, "meta": json.dumps(meta, sort_keys=True)}
     contiguous = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
     with atomic_path(path) as tmp:

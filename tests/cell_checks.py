@@ -5,7 +5,7 @@ import pytest
 from platonic_sdk.evaluate import accuracy
 from platonic_sdk.evaluate.cells import addition_cells
 from platonic_sdk.evaluate.methods import evaluate_cell
-from platonic_sdk.transfer.edit import OperatorEdit
+from platonic_sdk.edits.edit import OperatorEdit
 
 
 def assert_closed_form_cell_is_the_folded_model(ws) -> None:

@@ -12,7 +12,7 @@ from platonic_sdk import from_config
 from platonic_sdk.demo import demo_config
 from platonic_sdk.evaluate.experiment import run_experiment
 from platonic_sdk.evaluate.workspace import Workspace
-from platonic_sdk.evaluate.zeroshot import accuracy
+from platonic_sdk.zeroshot import accuracy
 from platonic_sdk.finetune.source import FinetuneConfig, finetune
 from platonic_sdk.worlds.audio import AudioWorld
 from platonic_sdk.worlds.pretrain import PretrainConfig, pretrain

@@ -11,7 +11,7 @@ import torch
 
 import platonic_sdk as ps
 from platonic_sdk.data.audio import Waveform
-from platonic_sdk.transfer.edit import OperatorEdit
+from platonic_sdk.edits.edit import OperatorEdit
 
 laion_clap = pytest.importorskip("laion_clap")
 from laion_clap.clap_module import create_model  # noqa: E402

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from platonic_sdk.evaluate.zeroshot import accuracy
+from platonic_sdk.zeroshot import accuracy
 from platonic_sdk.worlds.audio import AUDIO_ZOO, AUDIO_ZOO_DIR, AudioWorld
 from platonic_sdk.worlds.zoo import finetune_path, load_finetunes, load_models, read_manifest
 

@@ -11,7 +11,7 @@ import torch
 import platonic_sdk as ps
 from platonic_sdk.data.audio import Waveform, read_audio, write_audio
 from platonic_sdk.features import landmarks
-from platonic_sdk.transfer.edit import OperatorEdit
+from platonic_sdk.edits.edit import OperatorEdit
 
 AUDIO_FAMILIES = ("clap-htsat-unfused", "clap-htsat-fused", "clap-general", "clap-music")
 

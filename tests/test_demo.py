@@ -19,7 +19,7 @@ from platonic_sdk.evaluate.methods import METHODS, eval_names, register_method
 from platonic_sdk.evaluate.workspace import Workspace
 from platonic_sdk.worlds import registry
 from platonic_sdk.worlds.zoo import finetune_path
-from platonic_sdk.evaluate.zeroshot import accuracy
+from platonic_sdk.zeroshot import accuracy
 from platonic_sdk.finetune.source import FinetuneConfig, finetune
 from platonic_sdk.worlds.image import ImageWorld
 from platonic_sdk.worlds.pretrain import LossHead, PretrainConfig, caption_positives, pretrain

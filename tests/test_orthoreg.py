@@ -7,7 +7,7 @@ import torch
 import platonic_sdk as ps
 from platonic_sdk.errors import PlatonicError, ShapeError
 from platonic_sdk.finetune import FinetuneConfig, OrthoReg, dense_updates, finetune, lora_updates
-from platonic_sdk.finetune.lora_layers import inject_lora
+from platonic_sdk.training.lora_layers import inject_lora
 from platonic_sdk.linalg import orthoreg_penalty
 
 

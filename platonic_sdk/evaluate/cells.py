@@ -1,7 +1,8 @@
 """The cell matrix: every (target, sources, task pair) addition cell and (target, source, task) negation cell.
 
 A cell is one composition on one target; the registered cell methods (methods.py) evaluate it, the
-runner (experiment.py) records it.
+runner (experiment.py) records it. `folded` is what every solving method ends with: sign * sum of its
+operators folded into the target at the cell's strength, accuracies on the cell's evaluation sets.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import zlib
 from typing import Iterable, Literal, Sequence
 
 import attrs
+from torch import Tensor
 
 from ..errors import PlatonicError
-from .settings import GROUPS, CellSettings  # noqa: F401  (CellSettings: re-exported for cell methods)
+from .settings import GROUPS, CellSettings
 from .workspace import Workspace
 
 Kind = Literal["addition", "negation"]
@@ -105,3 +107,19 @@ def negation_cells(
                 if group in groups:
                     cells.append(Cell("negation", target, (source,), (task,), group))
     return cells
+
+
+def eval_names(ws: Workspace, cell: Cell) -> list[str]:
+    """The cell's evaluation sets: its tasks, then the workspace's controls."""
+    return list(cell.tasks) + [c for c in ws.controls if c not in cell.tasks]
+
+
+def signed_strength(cell: Cell, settings: CellSettings) -> tuple[float, float]:
+    """(sign, strength) of the cell's edit: (+1, alpha) for an addition, (-1, negation strength) for a negation."""
+    return (1.0, settings.alpha) if cell.kind == "addition" else (-1.0, settings.strength)
+
+
+def folded(ws: Workspace, cell: Cell, settings: CellSettings, ops: Sequence[Tensor]) -> dict[str, float]:
+    """Accuracies with sign * sum(ops) folded at the cell's strength (addition +alpha, negation -strength)."""
+    sign, strength = signed_strength(cell, settings)
+    return ws.accuracies(cell.target, eval_names(ws, cell), sign * sum(ops), strength)

@@ -19,12 +19,16 @@ import attrs
 import numpy as np
 
 from ..errors import PlatonicError
+from ..finetune import FinetuneConfig
 from ..progress import progress as progress_bar
+from ..transfer.lora import LoraRouteConfig
+from ..version import __version__
 from . import plots, report, studies
 from .cells import Cell, addition_cells, negation_cells
+from .merging import orthoreg_comparison
 from .methods import evaluate_cell, method
-from .settings import KINDS, CellSelection, ExperimentConfig, selections
 from .runfolder import RunFolder
+from .settings import KINDS, CellSelection, ExperimentConfig, selections
 from .similarity import similarity
 from .workspace import Workspace
 
@@ -68,8 +72,6 @@ def run_experiment(
 
     `out` is a folder path, or a RunFolder whose lock the caller already holds.
     """
-    from .. import __version__
-
     describe = dict(describe or {})
     settings = {**ws.settings(), "run": config.as_dict(), "describe": describe, "sdk_version": __version__}
     with contextlib.nullcontext(out) if isinstance(out, RunFolder) else RunFolder(out) as folder:
@@ -146,8 +148,6 @@ def folder_settings(ws: Workspace, config: ExperimentConfig) -> dict[str, Any]:
     with the LoRA route's whole recipe when it ran."""
     used = {**{k: v for k, v in ws.settings().items() if k != "fingerprints"}, **config.as_dict()}
     if "lora" in {m for s in config.cells for m in s.methods or config.methods}:
-        from ..transfer.lora import LoraRouteConfig
-
         used["settings"]["lora"] = LoraRouteConfig(**config.settings.lora, seed=config.settings.seed).describe()
     return used
 
@@ -174,9 +174,6 @@ def draw_figures(folder: RunFolder, summary: dict[str, Any], records: Sequence[d
 def orthoreg_study(ws: Workspace, config: ExperimentConfig, progress: bool = False) -> dict[str, Any]:
     """Plain vs OrthoReg (lambda = 1) fine-tuning of the first family on several tasks, then weight-space
     addition by every registered merging method (each coefficient chosen on validation)."""
-    from ..finetune import FinetuneConfig
-    from .merging import orthoreg_comparison
-
     family = ws.families[0]
     tasks = [ws.tasks[t] for t in ws.transfer_tasks[: config.orthoreg_tasks]]
     recipe = FinetuneConfig(**config.orthoreg_recipe, seed=config.settings.seed)

@@ -22,7 +22,7 @@ from ..io import load_tensors, save_tensors
 from ..linalg import edited_embeddings
 from ..protocol import DualEncoder
 from ..tasks import Split
-from .zeroshot import accuracy_of, predict
+from ..zeroshot import accuracy_of, predict
 
 
 @attrs.frozen(eq=False)

@@ -15,8 +15,7 @@ import torch
 from ..descriptor import UTD
 from ..errors import ShapeError
 from ..tasks import Grid
-from .cells import Cell
-from .methods import folded, register_method
+from .cells import Cell, folded
 from .settings import CellSettings
 from .workspace import Workspace
 
@@ -51,5 +50,3 @@ def label_reference(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[s
         ops.append(bank.operator(reference))
     return folded(ws, cell, settings, ops)
 
-
-register_method("label_reference", label_reference, "labelled ceiling (probe labels, not the method)")

@@ -18,9 +18,9 @@ from ..finetune import FinetuneConfig, TaskVector, finetune, merge
 from ..finetune.weightspace import merge_method, merge_methods
 from ..protocol import DualEncoder
 from ..tasks import Task
+from ..zeroshot import accuracy
 from .selection import DEFAULT_COEFS, Evaluate, Sweep, select_addition, select_negation, task_vector_evaluator
 from .workspace import Workspace
-from .zeroshot import accuracy
 
 
 @attrs.frozen

@@ -9,71 +9,24 @@ weight_space_<method> for the other merging methods (finetune.merging: ties, dar
 route fitted to the cell's composition, capped at 8 cells per kind and group: it re-encodes);
 label_reference (label_reference.py: the closed form fed probe-label descriptors, a labelled ceiling).
 Settings' `centre` kinds transfer row-centred descriptors in every solving method.
-A new method is one function plus `register_method` (docs/architecture.md shows an example).
+A new method is one function plus `register_method` (registry.py; docs/architecture.md shows an example).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Sequence
 
 import attrs
-from torch import Tensor
 
-from ..errors import PlatonicError
 from ..finetune.weightspace import merge_method, merge_methods
-from .cells import Cell
+from ..transfer.lora import LoraRouteConfig, fit_lora
+from .cells import Cell, eval_names, folded, signed_strength  # noqa: F401  (eval_names: for cell methods)
+from .label_reference import label_reference
 from .merging import merged_weight_space
+from .registry import METHODS, CellMethod, MethodFn, method, register_method  # noqa: F401  (re-exported)
 from .settings import CACHED, CellSettings
 from .workspace import Workspace
-
-MethodFn = Callable[[Workspace, Cell, CellSettings], "Mapping[str, float] | None"]
-
-
-@attrs.frozen
-class CellMethod:
-    """A registered method: `label` names it in reports; `max_cells` caps its cells per kind and group
-    (evenly spread; None: every cell) unless a run sets its own cap."""
-
-    name: str
-    fn: MethodFn
-    label: str
-    kinds: tuple[str, ...] = ("addition", "negation")
-    max_cells: int | None = None
-
-
-METHODS: dict[str, CellMethod] = {}
-
-
-def register_method(name: str, fn: MethodFn, label: str | None = None, kinds: Sequence[str] = ("addition", "negation"),
-                    max_cells: int | None = None) -> CellMethod:
-    """Register a cell method under `name` (refused when the name is taken); returns it."""
-    if name in METHODS:
-        raise PlatonicError(f"cell method {name!r} is already registered")
-    METHODS[name] = CellMethod(name, fn, label or name, tuple(kinds), max_cells)
-    return METHODS[name]
-
-
-def method(name: str) -> CellMethod:
-    try:
-        return METHODS[name]
-    except KeyError:
-        raise PlatonicError(f"unknown cell method {name!r}; registered: {', '.join(METHODS)}") from None
-
-
-def eval_names(ws: Workspace, cell: Cell) -> list[str]:
-    """The cell's evaluation sets: its tasks, then the workspace's controls."""
-    return list(cell.tasks) + [c for c in ws.controls if c not in cell.tasks]
-
-
-def _sign_strength(cell: Cell, settings: CellSettings) -> tuple[float, float]:
-    return (1.0, settings.alpha) if cell.kind == "addition" else (-1.0, settings.strength)
-
-
-def folded(ws: Workspace, cell: Cell, settings: CellSettings, ops: Sequence[Tensor]) -> dict[str, float]:
-    """Accuracies with sign * sum(ops) folded at the cell's strength (addition +alpha, negation -strength)."""
-    sign, strength = _sign_strength(cell, settings)
-    return ws.accuracies(cell.target, eval_names(ws, cell), sign * sum(ops), strength)
 
 
 def zero_shot(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
@@ -109,9 +62,7 @@ def oracle(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float
 def lora(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
     """Fit sign * sum_l UTD_l with the LoRA route (recipe: LoraRouteConfig(**settings.lora)) on the cell's
     grids, then re-encode the target with the fitted edit at the cell's strength, as the closed form folds it."""
-    from ..transfer.lora import LoraRouteConfig, fit_lora
-
-    sign, strength = _sign_strength(cell, settings)
+    sign, strength = signed_strength(cell, settings)
     terms = [sign * ws.descriptor(source, task) for source, task in zip(cell.sources, cell.tasks)]
     composition = sum(terms[1:], terms[0])
     config = LoraRouteConfig(**settings.lora, seed=settings.seed)
@@ -131,7 +82,7 @@ for _merge in merge_methods():  # the other merging methods, same cells and coef
     if _merge != "task_arithmetic":
         register_method(f"weight_space_{_merge}", merged_weight_space(_merge), f"weight space, {merge_method(_merge).description}")
 register_method("lora", lora, "ours, LoRA route", max_cells=8)
-from . import label_reference  # noqa: E402,F401  (registers the labelled ceiling, which builds on `folded`)
+register_method("label_reference", label_reference, "labelled ceiling (probe labels, not the method)")
 
 
 def evaluate_cell(ws: Workspace, cell: Cell, settings: CellSettings = CellSettings(), methods: Sequence[str] = CACHED) -> dict[str, Any]:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import attrs
 
 from ..descriptor import UTD
+from ..edits.edit import Edit
 from ..protocol import DualEncoder
 from ..tasks import Task
-from ..transfer.edit import Edit
-from .zeroshot import accuracy
+from ..zeroshot import accuracy
 
 MIN_GAIN = 1.0  # accuracy points
 MIN_RMS = 0.02  # RMS descriptor entry: mean cosine change per (probe, class); a working zoo fine-tune gives ~0.2

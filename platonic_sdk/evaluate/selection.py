@@ -15,13 +15,13 @@ from typing import Callable, Mapping, Protocol, Sequence
 import attrs
 import numpy as np
 
+from ..edits.edit import Edit
 from ..errors import PlatonicError
 from ..finetune.weightspace import TaskVector
 from ..progress import progress as progress_bar
 from ..protocol import DualEncoder
 from ..tasks import Task
-from ..transfer.edit import Edit
-from .zeroshot import accuracy
+from ..zeroshot import accuracy
 
 Evaluate = Callable[[float], Mapping[str, float]]
 DEFAULT_COEFS: tuple[float, ...] = tuple(float(c) for c in np.linspace(0.0, 1.0, 21))

@@ -7,6 +7,7 @@ from typing import Any, Mapping, Sequence
 import attrs
 
 from ..errors import PlatonicError, check_strength
+from .registry import method
 
 KINDS = ("addition", "negation")
 GROUPS = ("same-model", "same-architecture", "cross-family")
@@ -88,8 +89,6 @@ class ExperimentConfig:
     orthoreg_recipe: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
 
     def __attrs_post_init__(self) -> None:
-        from .methods import method
-
         if not self.cells:
             raise PlatonicError("an experiment needs at least one cell selection (kind and group)")
         for name in {*self.methods, *self.method_cells, *(m for s in self.cells for m in s.methods or ())}:
@@ -102,8 +101,6 @@ class ExperimentConfig:
                 raise PlatonicError(f"{name} must be positive, got {value}")
 
     def cap(self, name: str) -> int | None:
-        from .methods import method
-
         return self.method_cells[name] if name in self.method_cells else method(name).max_cells
 
     def as_dict(self) -> dict[str, Any]:

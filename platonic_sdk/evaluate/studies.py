@@ -15,11 +15,11 @@ import torch
 from torch import Tensor
 
 from ..errors import PlatonicError
+from ..zeroshot import accuracy_of, predict
 from .cells import Cell, cell_group
 from .guarantee import guarantee_items, pooled_summary
 from .settings import DEFAULT_ALPHAS, DEFAULT_CENTRE
 from .workspace import Workspace
-from .zeroshot import accuracy_of, predict
 
 
 

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from ..descriptor import UTD
+from ..edits.edit import Edit
 from ..errors import PlatonicError
 from ..deprecation import renamed_attribute
 from ..features import encode_items, landmarks as prompt_landmarks
@@ -24,9 +25,10 @@ from ..linalg import RIDGE_A, RIDGE_B, unit_rows
 from ..protocol import DualEncoder
 from ..tasks import Grid, Task
 from ..transfer.closed_form import OperatorBank
-from ..transfer.edit import Edit
+from ..worlds import zoo
+from ..worlds.registry import world_spec
+from ..zeroshot import accuracy_of, predict
 from .features import FeatureCache
-from .zeroshot import accuracy_of, predict
 
 Source = DualEncoder | UTD  # a fine-tuned checkpoint of a family, or a ready descriptor of it
 
@@ -299,9 +301,6 @@ def zoo_workspace(world: str, *, seed: int = 0, families: Sequence[str] | None =
     tasks), the held-out member of the world's trio and its controls (never probed). Ridges left at
     None take the world's tuned ones; `options` go to Workspace (per_class, grid_seed, batch_size, ...).
     """
-    from ..worlds import zoo
-    from ..worlds.registry import world_spec
-
     spec = world_spec(world)
     sizes = {k: v for k, v in (("train_per_class", train_per_class), ("test_per_class", test_per_class)) if v is not None}
     made = spec.make(seed=seed, **sizes)

@@ -1,6 +1,6 @@
 """Training: source fine-tuning (LoRA or full), OrthoReg as a pluggable regulariser, weight-space task vectors and their merging methods."""
 
-from .orthoreg import OrthoReg, dense_updates, lora_updates
+from ..training.orthoreg import OrthoReg, dense_updates, lora_updates
 from .source import FinetuneConfig, FineTuned, finetune
 from .weightspace import AppliedTaskVector, MergeMethod, TaskVector, merge, merge_methods, register_merge_method
 

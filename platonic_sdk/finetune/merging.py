@@ -1,6 +1,6 @@
 """Weight-space merging methods as plug-ins: T task vectors on the same tensors -> one merged vector.
 
-`merge(vectors, method, **params)` returns tau_merged; the merged model is theta_pre + c * tau_merged
+`weightspace.merge(vectors, method, **params)` returns tau_merged; the merged model is theta_pre + c * tau_merged
 with c chosen on validation (evaluate/selection.py). A new method is one function
 `fn(deltas, **params) -> deltas` (a list of {name: float64 tensor}, one per task) plus a
 `register_merge_method` call. "Matrix" below means a 2-D tensor; everything is computed in float64
@@ -9,16 +9,14 @@ and returned in the vectors' dtype.
 
 from __future__ import annotations
 
-import inspect
 import math
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import attrs
 import torch
 from torch import Tensor
 
 from ..errors import PlatonicError
-from .weightspace import TaskVector, _check_same_layout
 
 Deltas = dict[str, Tensor]
 MergeFn = Callable[..., Deltas]
@@ -55,27 +53,6 @@ def merge_method(name: str) -> MergeMethod:
         return _METHODS[name]
     except KeyError:
         raise PlatonicError(f"unknown merge method {name!r}; known: {', '.join(_METHODS)}") from None
-
-
-def merge(vectors: Sequence[TaskVector], method: str = "task_arithmetic", **params: Any) -> TaskVector:
-    """tau_merged = method(tau_1..tau_T; params), all vectors on the same tensors (same architecture)."""
-    spec = merge_method(method)
-    vectors = list(vectors)
-    if not vectors or not all(isinstance(v, TaskVector) for v in vectors):
-        raise PlatonicError(f"merge needs a non-empty list of TaskVectors, got {[type(v).__name__ for v in vectors]}")
-    for v in vectors[1:]:
-        _check_same_layout(vectors[0].deltas, v.deltas, f"merge ({method})")
-    try:
-        inspect.signature(spec.fn).bind(None, **params)
-    except TypeError:
-        accepted = [p for p in inspect.signature(spec.fn).parameters][1:]
-        raise PlatonicError(f"merge method {method!r} takes {accepted or 'no parameters'}, got {sorted(params)}") from None
-    first = vectors[0].deltas
-    deltas = [{n: v.deltas[n].detach().to(device=first[n].device, dtype=torch.float64) for n in first} for v in vectors]
-    merged = spec.fn(deltas, **params)
-    out = {n: merged[n].to(first[n].dtype) for n in first}
-    target = vectors[0].target if all(v.target == vectors[0].target for v in vectors) else None  # one pre-trained model
-    return TaskVector(out, {"merge_method": method, "merge_params": dict(params), "merged": [v.metadata for v in vectors]}, target)
 
 
 # ---------------------------------------------------------------------------- methods

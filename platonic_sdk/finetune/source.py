@@ -24,9 +24,9 @@ from ..errors import PlatonicError
 from ..features import landmarks
 from ..protocol import DualEncoder
 from ..tasks import Grid, Task
-from .lora_layers import inject_lora
-from .loop import non_negative, positive, seeded, total_steps, train
-from .orthoreg import OrthoReg, Update, dense_reference, dense_updates, lora_updates, pattern
+from ..training.lora_layers import inject_lora
+from ..training.loop import non_negative, positive, seeded, total_steps, train
+from ..training.orthoreg import OrthoReg, Update, dense_reference, dense_updates, lora_updates, pattern
 from .weightspace import TaskVector, named_tensors
 
 

@@ -2,14 +2,16 @@
 
 A model edited by a sum of task vectors is theta = theta_pre + lambda * sum_i tau_i (same architecture
 only). Vectors live on named floating-point tensors (parameters and buffers); integer buffers never
-change under fine-tuning and are left out.
+change under fine-tuning and are left out. `merge` combines several with a registered merging method
+(merging.py).
 """
 
 from __future__ import annotations
 
+import inspect
 import numbers
 import os
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import attrs
 import safetensors.torch
@@ -21,6 +23,7 @@ from ..binding import Target
 from ..errors import CheckpointError, PlatonicError, ShapeError, check_finite, check_real, check_strength
 from ..io import load_tensors, save_tensors
 from ..stack import EditStack
+from .merging import MergeMethod, merge_method, merge_methods, register_merge_method  # noqa: F401  (re-exported)
 
 KIND = "task_vector"
 TARGET_KEY = "target"  # where a file's metadata keeps the vector's `target` record
@@ -244,5 +247,22 @@ class AppliedTaskVector:
             self.undo()
 
 
-# Merging methods live in their own module (they need TaskVector, defined above).
-from .merging import MergeMethod, merge, merge_method, merge_methods, register_merge_method  # noqa: E402
+def merge(vectors: Sequence[TaskVector], method: str = "task_arithmetic", **params: Any) -> TaskVector:
+    """tau_merged = method(tau_1..tau_T; params), all vectors on the same tensors (same architecture)."""
+    spec = merge_method(method)
+    vectors = list(vectors)
+    if not vectors or not all(isinstance(v, TaskVector) for v in vectors):
+        raise PlatonicError(f"merge needs a non-empty list of TaskVectors, got {[type(v).__name__ for v in vectors]}")
+    for v in vectors[1:]:
+        _check_same_layout(vectors[0].deltas, v.deltas, f"merge ({method})")
+    try:
+        inspect.signature(spec.fn).bind(None, **params)
+    except TypeError:
+        accepted = [p for p in inspect.signature(spec.fn).parameters][1:]
+        raise PlatonicError(f"merge method {method!r} takes {accepted or 'no parameters'}, got {sorted(params)}") from None
+    first = vectors[0].deltas
+    deltas = [{n: v.deltas[n].detach().to(device=first[n].device, dtype=torch.float64) for n in first} for v in vectors]
+    merged = spec.fn(deltas, **params)
+    out = {n: merged[n].to(first[n].dtype) for n in first}
+    target = vectors[0].target if all(v.target == vectors[0].target for v in vectors) else None  # one pre-trained model
+    return TaskVector(out, {"merge_method": method, "merge_params": dict(params), "merged": [v.metadata for v in vectors]}, target)

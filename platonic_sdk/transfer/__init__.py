@@ -1,7 +1,7 @@
 """Transfer routes: the closed-form operator bank and (in lora.py) the LoRA route; both produce Edits."""
 
+from ..edits.edit import Edit, OperatorEdit
 from .closed_form import GridState, OperatorBank
-from .edit import Edit, OperatorEdit
 
 _LORA_NAMES = ("LoraEdit", "LoraRouteConfig", "fit_lora")  # lora.py imports peft (seconds): load on first use
 

@@ -16,12 +16,12 @@ from torch import Tensor
 from ..binding import Target
 from ..deprecation import renamed_attribute, renamed_init
 from ..descriptor import UTD, Composition
+from ..edits.edit import OperatorEdit
 from ..errors import GridMismatchError
 from ..features import landmarks, site_features
 from ..linalg import RIDGE_A, RIDGE_B, RidgeSolver, edited_embeddings, ridge_solver, unit_rows
 from ..protocol import DualEncoder
 from ..tasks import Grid
-from .edit import OperatorEdit
 
 
 @attrs.frozen(eq=False)

@@ -10,6 +10,7 @@ Every item is a pure function of (world seed, stream, index): the same seed give
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable
 
 import attrs
@@ -20,7 +21,6 @@ from ..errors import PlatonicError
 from ..tasks import Split, Task
 from .registry import WorldSpec, register_world
 from .seeded import SeededWorld, stream_key
-from .zoo import ZOO_DIR
 from .scenes import (
     BACKGROUNDS,
     COLOURS,
@@ -393,6 +393,7 @@ class ImageWorld(SeededWorld):
 
 RIDGE_A = 1e-1
 RIDGE_B = 5e-1
+ZOO_DIR = Path(__file__).parent / "zoo"  # the shipped zoo (worlds/zoo.py: its recipe and loaders)
 register_world(WorldSpec("image", ImageWorld, ZOO_DIR, ridge_a=RIDGE_A, ridge_b=RIDGE_B, lora={"lr": 3e-3, "epochs": 50}))
 
 

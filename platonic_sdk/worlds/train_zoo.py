@@ -22,7 +22,13 @@ from typing import Any, Sequence
 import attrs
 import torch
 
+from ..adapters._text import train_tokenizer
+from ..finetune.source import FinetuneConfig, finetune
+from ..finetune.weightspace import TaskVector
+from ..registry import from_config, load
+from ..zeroshot import accuracy
 from .audio import AUDIO_ZOO_RECIPE
+from .pretrain import pretrain
 from .zoo import MANIFEST, ZOO_RECIPE, ZooMember, ZooRecipe, finetune_path
 
 RECIPES: dict[str, ZooRecipe] = {"image": ZOO_RECIPE, "audio": AUDIO_ZOO_RECIPE}
@@ -30,24 +36,17 @@ RECIPES: dict[str, ZooRecipe] = {"image": ZOO_RECIPE, "audio": AUDIO_ZOO_RECIPE}
 
 def world_tokenizer(world: Any, captions: Sequence[str]):
     """A word-level tokenizer of the corpus captions and every task prompt (context 16)."""
-    from ..adapters._text import train_tokenizer
-
     prompts = [p for name in world.task_names for cls in world.task(name).prompts() for p in cls]
     return train_tokenizer(list(captions) + prompts, vocab_size=400, max_length=16)
 
 
 def zero_shot(encoder: Any, task: Any) -> float:
-    from ..evaluate.zeroshot import accuracy
-
     return float(accuracy(encoder, task))
 
 
 def train_member(recipe: ZooRecipe, spec: ZooMember, corpus: Any, captions: Sequence[str], tokenizer: Any,
                  steps: int | None, progress: bool):
     """A fresh member built through its family adapter and pretrained with its family's loss; (encoder, losses, config)."""
-    from .. import from_config
-    from .pretrain import pretrain
-
     encoder = from_config(spec.family, dict(spec.config), tokenizer=tokenizer, seed=spec.seed)
     config = attrs.evolve(recipe.pretrain, loss=spec.loss, lr=spec.lr, seed=spec.seed, **({"steps": steps} if steps else {}))
     return encoder, pretrain(encoder, corpus, captions, config, progress=progress), config
@@ -55,9 +54,6 @@ def train_member(recipe: ZooRecipe, spec: ZooMember, corpus: Any, captions: Sequ
 
 def finetune_member(recipe: ZooRecipe, encoder: Any, name: str, world: Any, root: Path, tasks: Sequence[str]) -> dict[str, dict[str, float]]:
     """Fine-tune `encoder` on each of `tasks` with the recipe; save fp16 task vectors; return accuracies."""
-    from ..finetune.source import FinetuneConfig, finetune
-    from ..finetune.weightspace import TaskVector
-
     record = {}
     for task_name in tasks:
         task = world.task(task_name)
@@ -118,8 +114,6 @@ def build(recipe: ZooRecipe, out: Path, names: Sequence[str], steps: int | None 
                 "pretrain": attrs.asdict(config),
             })
         if "finetune" in stages:
-            from .. import load
-
             encoder = load(spec.family, str(out / name)).eval()
             accs = finetune_member(recipe, encoder, name, world, out, tasks or world.transfer_tasks)
             for control in world.controls:

@@ -19,9 +19,11 @@ from typing import Any, Callable, Mapping, Sequence
 import attrs
 
 from ..errors import CheckpointError, PlatonicError
+from ..finetune.source import FineTuned
+from ..registry import load
+from .image import ZOO_DIR, ImageWorld
 from .pretrain import LossKind, PretrainConfig
 
-ZOO_DIR = Path(__file__).parent / "zoo"
 MANIFEST = "zoo.json"
 
 
@@ -96,13 +98,7 @@ class ZooRecipe:
         raise PlatonicError(f"unknown zoo member {name!r}; the {self.name} zoo has {', '.join(m.name for m in self.members)}")
 
 
-def _image_world() -> Any:
-    from .image import ImageWorld
-
-    return ImageWorld(seed=0)
-
-
-ZOO_RECIPE = ZooRecipe("image", _image_world, ZOO, ZOO_DIR, CORPUS_SIZE, PRETRAIN, FINETUNE)
+ZOO_RECIPE = ZooRecipe("image", lambda: ImageWorld(seed=0), ZOO, ZOO_DIR, CORPUS_SIZE, PRETRAIN, FINETUNE)
 
 
 def read_manifest(root: str | Path = ZOO_DIR) -> dict[str, Any]:
@@ -132,8 +128,6 @@ def zoo_recipe(checkpoint: str | Path | None) -> tuple[dict[str, Any], Path] | N
 
 def load_models(root: str | Path = ZOO_DIR, names: Sequence[str] | None = None, device: str | None = None) -> dict[str, Any]:
     """Pretrained zoo members by name, loaded through their family adapters."""
-    from .. import load
-
     manifest = read_manifest(root)
     names = list(names or manifest["members"])
     unknown = [n for n in names if n not in manifest["members"]]
@@ -164,8 +158,6 @@ def member(name: str, root: str | Path = ZOO_DIR, device: str | None = None) -> 
 def finetuned(name: str, task: str, root: str | Path = ZOO_DIR, pre: Any | None = None) -> Any:
     """The member's shipped fine-tune on `task`: its task vector applied to a copy of the member
     (`pre`, when given, is that member already loaded; it stays untouched)."""
-    from ..finetune.source import FineTuned
-
     path = finetune_path(root, name, task)
     if not path.is_file():
         shipped = sorted(p.stem for p in path.parent.glob("*.safetensors"))

@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..features import encode_items, landmarks
-from ..linalg import unit_rows
-from ..protocol import DualEncoder
-from ..tasks import Task
+from .features import encode_items, landmarks
+from .linalg import unit_rows
+from .protocol import DualEncoder
+from .tasks import Task
 
 
 def predict(embeddings: Tensor, class_landmarks: Tensor) -> Tensor:

@@ -22,8 +22,8 @@ from ..errors import PlatonicError, ShapeError, check_finite, check_real, check_
 from ..io import load_tensors, save_tensors
 from ..protocol import DualEncoder
 
-# Edit kinds whose classes live in modules that `platonic_sdk.transfer` imports lazily.
-_DEFERRED_KINDS = {"lora_edit": "platonic_sdk.transfer.lora"}
+# Edit kinds whose classes live in modules imported on first use (lora_edit imports peft, which takes seconds).
+_DEFERRED_KINDS = {"lora_edit": "platonic_sdk.edits.lora_edit"}
 
 
 class Edit(abc.ABC):

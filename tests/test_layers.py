@@ -1,0 +1,183 @@
+"""The layer order of docs/architecture.md, checked on the source: every import (at module level or
+inside a function) goes to the importer's layer or one below it, and no module imports itself back
+through others (a function-local import that dodges a cycle is refused too)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Iterator, NamedTuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Bottom to top; a module belongs to the layer of its longest listed prefix (docs/architecture.md, Layers).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("base", ("errors", "atomic", "progress", "version", "deprecation", "io", "linalg")),
+    ("protocol", ("protocol", "stack", "binding")),
+    ("tasks and data", ("items", "tasks", "data")),
+    ("family adapters", ("adapters", "registry")),
+    ("features", ("features", "accel", "feature_store", "distributed", "zeroshot")),
+    ("edits", ("edits",)),
+    ("descriptors", ("descriptor",)),
+    ("training blocks", ("training",)),
+    ("transfer", ("transfer",)),
+    ("fine-tuning", ("finetune",)),
+    ("worlds", ("worlds",)),
+    ("evaluation", ("evaluate",)),
+    ("interface", ("", "cli", "cli_values", "commands", "demo")),  # "": the package's own __init__
+)
+PACKAGE = "platonic_sdk"
+
+
+class Import(NamedTuple):
+    importer: str
+    target: str
+    where: str  # file:line
+    local: bool  # inside a function
+
+
+def modules(root: Path) -> dict[str, tuple[Path, bool]]:
+    """Dotted name -> (file, is a package) for platonic_sdk/ and adapters/ (imported as platonic_sdk.adapters)."""
+    out = {}
+    for top, prefix in (("platonic_sdk", [PACKAGE]), ("adapters", [PACKAGE, "adapters"])):
+        for path in sorted((root / top).rglob("*.py")):
+            parts = prefix + list(path.relative_to(root / top).with_suffix("").parts)
+            package = parts[-1] == "__init__"
+            out[".".join(parts[:-1] if package else parts)] = (path, package)
+    return out
+
+
+def _local_nodes(tree: ast.AST) -> set[int]:
+    """ids of the import nodes that sit inside a function body."""
+    inside = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            inside.update(id(n) for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom)))
+    return inside
+
+
+def imports(root: Path) -> Iterator[Import]:
+    """Every import of a package module, resolved to the module it names (`from a import b` names a.b
+    when b is a submodule)."""
+    known = modules(root)
+    for name, (path, package) in known.items():
+        tree = ast.parse(path.read_text(), str(path))
+        local = _local_nodes(tree)
+        here = name.split(".") if package else name.split(".")[:-1]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join(here[: len(here) - node.level + 1] + [node.module or ""]).strip(".") if node.level else node.module
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+            else:
+                continue
+            where = f"{path.relative_to(root)}:{node.lineno}"
+            for target in dict.fromkeys(targets):
+                if target in known:
+                    yield Import(name, target, where, id(node) in local)
+
+
+def layer_of(name: str) -> int:
+    """Index in LAYERS of the module's longest matching prefix."""
+    rel = name[len(PACKAGE) + 1 :] if name != PACKAGE else ""
+    best = max(
+        ((len(p), i) for i, (_, prefixes) in enumerate(LAYERS) for p in prefixes
+         if rel == p or (p and rel.startswith(p + "."))),
+        default=None,
+    )
+    if best is None:
+        raise KeyError(f"{name} is in no layer: add it to LAYERS here and to the Layers table of docs/architecture.md")
+    return best[1]
+
+
+def upward(root: Path) -> list[str]:
+    """Imports of a higher layer, including the packages a target's import runs first (their __init__)."""
+    out = []
+    for imp in imports(root):
+        parts = imp.target.split(".")
+        for target in (".".join(parts[:k]) for k in range(2, len(parts) + 1)):  # the package's own __init__ runs first anyway
+            if layer_of(target) > layer_of(imp.importer):
+                kind = "inside a function " if imp.local else ""
+                out.append(f"{imp.where}: {imp.importer} ({LAYERS[layer_of(imp.importer)][0]}) imports {kind}"
+                           f"{target} ({LAYERS[layer_of(target)][0]}), a higher layer")
+    return out
+
+
+def cycles(root: Path) -> list[list[str]]:
+    """Import cycles among package modules (each listed once, from its smallest member)."""
+    graph: dict[str, set[str]] = {}
+    for imp in imports(root):
+        if imp.target != imp.importer:
+            graph.setdefault(imp.importer, set()).add(imp.target)
+    found, state = set(), {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                loop = path[path.index(nxt):]
+                start = loop.index(min(loop))
+                found.add(tuple(loop[start:] + loop[:start]))
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return [list(c) for c in sorted(found)]
+
+
+def test_every_module_has_a_layer():
+    names = list(modules(ROOT))
+    for name in names:
+        layer_of(name)  # raises, naming the module
+    rel = {n[len(PACKAGE) + 1 :] if n != PACKAGE else "" for n in names}
+    stale = [p for _, prefixes in LAYERS for p in prefixes if not any(r == p or r.startswith(p + ".") for r in rel)]
+    assert not stale, f"LAYERS lists modules that do not exist: {stale}"
+
+
+def test_imports_go_only_downward():
+    found = upward(ROOT)
+    assert not found, "imports against the layer order (docs/architecture.md):\n" + "\n".join(found)
+
+
+def test_no_import_cycles():
+    found = cycles(ROOT)
+    assert not found, "import cycles:\n" + "\n".join(" -> ".join(c + c[:1]) for c in found)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A copy of the package's sources, to break on purpose."""
+    for top in ("platonic_sdk", "adapters"):
+        for path in (ROOT / top).rglob("*.py"):
+            dest = tmp_path / path.relative_to(ROOT)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(path.read_text())
+    return tmp_path
+
+
+@pytest.mark.parametrize("module, line, expected", [
+    ("platonic_sdk/linalg.py", "from .evaluate import accuracy", "platonic_sdk.evaluate (evaluation)"),
+    ("platonic_sdk/transfer/lora.py", "def f():\n    from ..finetune.source import finetune", "inside a function platonic_sdk.finetune"),
+    ("platonic_sdk/descriptor.py", "from .transfer.lora import fit_lora", "platonic_sdk.transfer (transfer)"),
+    ("adapters/clip.py", "import platonic_sdk.commands", "platonic_sdk.commands (interface)"),
+])
+def test_an_upward_import_is_found(tree: Path, module: str, line: str, expected: str):
+    assert not upward(tree)
+    path = tree / module
+    path.write_text(path.read_text() + "\n\n" + line + "\n")
+    found = upward(tree)
+    assert len(found) >= 1 and all(f.startswith(module) for f in found)
+    assert any(expected in f for f in found), found
+
+
+def test_a_cycle_within_a_layer_is_found(tree: Path):
+    assert not cycles(tree)
+    path = tree / "platonic_sdk/errors.py"
+    path.write_text(path.read_text() + "\n\ndef f():\n    from .linalg import utd\n")  # linalg imports errors
+    assert cycles(tree) == [["platonic_sdk.errors", "platonic_sdk.linalg"]]
