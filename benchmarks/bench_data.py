@@ -16,9 +16,14 @@ Goals (issue 14): peak RSS at the largest size within 1.3x of the smallest; the 
     python benchmarks/bench_data.py --sizes 1000,5000,20000 --threads 1 --json /tmp/bench_data.json
     python benchmarks/bench_data.py --sizes 1000,5000,20000 --mmap-threshold 131072   # glibc's fixed mmap threshold
 
-With DataLoader workers, the main process's peak RSS grows with the number of batches under glibc's
-adaptive mmap threshold (freed batch-sized buffers raise it, later ones land on a fragmenting heap);
-a fixed MALLOC_MMAP_THRESHOLD_ keeps it flat. No item is kept: without workers RSS is flat either way.
+With DataLoader workers, the main process's heap fragments (batches arrive between its own
+allocations) and glibc keeps the freed pages: untrimmed, peak RSS grows with the number of batches
+though no item is kept. `accel.batches` therefore hands the free heap back after each batch
+(`accel.release_free_heap`, glibc's malloc_trim); `--no-trim` measures without it, `--mmap-threshold`
+with a fixed MALLOC_MMAP_THRESHOLD_ instead (flat too, but every large buffer of a forward pass is then
+mapped and unmapped). Without workers RSS is flat either way.
+
+    python benchmarks/bench_data.py --sizes 1000,4000 --no-trim      # the heap as glibc leaves it
 """
 
 from __future__ import annotations
@@ -68,6 +73,10 @@ def measure(args: argparse.Namespace) -> None:
     from platonic_sdk.features import site_features
 
     torch.set_num_threads(args.threads)
+    if args.no_trim:
+        import platonic_sdk.accel
+
+        platonic_sdk.accel.release_free_heap = lambda: None
     encoder = clip_encoder(VIT_SMALL, seed=0)
     start = time.perf_counter()
     if args.mode == "in_memory":  # the old loader: every image decoded to a PIL image when the task is built
@@ -94,8 +103,10 @@ def measure(args: argparse.Namespace) -> None:
     }))
 
 
-def run(root: Path, mode: str, workers: int | None, cache: Path | None, threads: int, mmap_threshold: int | None = None) -> dict:
+def run(root: Path, mode: str, workers: int | None, cache: Path | None, threads: int, mmap_threshold: int | None = None,
+        no_trim: bool = False) -> dict:
     argv = [sys.executable, __file__, "--measure", str(root), "--mode", mode, "--threads", str(threads)]
+    argv += ["--no-trim"] if no_trim else []
     argv += ["--workers", str(workers)] if workers is not None else []
     argv += ["--cache", str(cache)] if cache is not None else []
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
@@ -112,7 +123,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", help="also write the figures here")
     parser.add_argument("--mmap-threshold", type=int, help="run each measurement with MALLOC_MMAP_THRESHOLD_ set (e.g. 131072): "
-                        "with DataLoader workers, glibc's adaptive threshold lets the heap grow with the number of batches")
+                        "a fixed threshold instead of trimming the heap after each batch")
+    parser.add_argument("--no-trim", action="store_true", help="do not hand the free heap back after each batch "
+                        "(accel.release_free_heap): peak RSS then grows with the number of batches")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="streamed", help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, help=argparse.SUPPRESS)
@@ -131,27 +144,29 @@ def main() -> None:
         write_layout(root, n)
         print(f"[{n} images in {root}: written in {time.perf_counter() - t:.0f} s]", flush=True)
         cache = base / f"cache{n}"
-        streamed[n] = run(root, "streamed", None, cache, args.threads, args.mmap_threshold)  # cold cache: encodes and writes
+        streamed[n] = run(root, "streamed", None, cache, args.threads, args.mmap_threshold, args.no_trim)  # cold cache: encodes and writes
         results[f"streamed_{n}_items_per_s"] = streamed[n]["items_per_s"]
         results[f"streamed_{n}_peak_rss_mb"] = streamed[n]["rss_mb"]
         results[f"streamed_{n}_worker_peak_rss_mb"] = streamed[n]["worker_rss_mb"]
         if n == sizes[-1]:
-            cached = run(root, "streamed", None, cache, args.threads, args.mmap_threshold)
+            cached = run(root, "streamed", None, cache, args.threads, args.mmap_threshold, args.no_trim)
             results[f"cached_second_run_{n}_s"] = cached["total_s"]
             results[f"first_run_{n}_s"] = streamed[n]["total_s"]
             results["cached_speedup_total (goal >= 20)"] = streamed[n]["total_s"] / cached["total_s"]
             results["cached_speedup_encode_step"] = streamed[n]["encode_s"] / cached["encode_s"]
             results[f"cached_second_run_{n}_task_build_s"] = cached["build_s"]
         if n == sizes[len(sizes) // 2]:
-            none = run(root, "streamed", 0, None, args.threads, args.mmap_threshold)
+            none = run(root, "streamed", 0, None, args.threads, args.mmap_threshold, args.no_trim)
             results[f"no_workers_{n}_items_per_s"] = none["items_per_s"]
             results[f"workers_vs_none_{n}_speedup"] = streamed[n]["items_per_s"] / none["items_per_s"]
         if n == sizes[0]:
-            eager = run(root, "in_memory", 0, None, args.threads, args.mmap_threshold)
+            eager = run(root, "in_memory", 0, None, args.threads, args.mmap_threshold, args.no_trim)
             results[f"in_memory_{n}_peak_rss_mb"] = eager["rss_mb"]
             results[f"in_memory_{n}_items_per_s"] = eager["items_per_s"]
     results[f"rss_{sizes[-1]}_over_{sizes[0]} (goal <= 1.3)"] = streamed[sizes[-1]]["rss_mb"] / streamed[sizes[0]]["rss_mb"]
-    report(f"bench_data: streamed datasets and the feature cache ({os.cpu_count()} CPUs, {args.threads} thread(s))", results, args.json)
+    heap = "untrimmed heap" if args.no_trim else "heap trimmed per batch"
+    heap += f", MALLOC_MMAP_THRESHOLD_={args.mmap_threshold}" if args.mmap_threshold else ""
+    report(f"bench_data: streamed datasets and the feature cache ({os.cpu_count()} CPUs, {args.threads} thread(s), {heap})", results, args.json)
 
 
 if __name__ == "__main__":

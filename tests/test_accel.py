@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+import platform
+
+import platonic_sdk.accel as accel
 from platonic_sdk.accel import autocast, batches, compiled_media
 from platonic_sdk.features import site_features
 from tiny_encoder import TinyEncoder, tiny_task
@@ -38,6 +41,25 @@ def test_batches_keep_order_and_sizes(items) -> None:
     assert torch.equal(torch.cat(got), encoder.preprocess(items))
     with pytest.raises(ValueError, match="batch_size"):
         next(batches(encoder, items, batch_size=0))
+
+
+def test_the_free_heap_goes_back_after_each_worker_batch(items, monkeypatch) -> None:
+    """With workers (batches arrive between this process's allocations), malloc_trim runs once per batch
+    consumed; decoding in this process leaves the allocator alone."""
+    encoder = TinyEncoder(seed=5)
+    calls: list[int] = []
+    monkeypatch.setattr(accel, "release_free_heap", lambda: calls.append(len(calls)))
+    for workers, expected in ((0, 0), (2, 4)):
+        calls.clear()
+        got = list(batches(encoder, items, batch_size=10, workers=workers))
+        assert len(got) == 4 and len(calls) == expected
+
+
+@pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="glibc only")
+def test_malloc_trim_is_found_on_glibc() -> None:
+    trim = accel._malloc_trim()
+    assert trim is not None and trim(0) in (0, 1)  # 1: memory was released, 0: there was none to release
+    accel.release_free_heap()
 
 
 @pytest.mark.parametrize("head", ["projection", "residual_head"])
