@@ -12,7 +12,7 @@ import argparse
 import contextlib
 import inspect
 import sys
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from . import commands
 from .cli_values import (
@@ -308,6 +308,29 @@ def load_plugin(name: str) -> None:
             raise PlatonicError(f"cannot import plugin {name!r}: {type(exc).__name__}: {exc}") from exc
 
 
+RANKED = ("grid", "demo")  # the commands that run across torchrun's ranks (the experiment runner)
+
+
+@contextlib.contextmanager
+def ranks(args: argparse.Namespace) -> Iterator[None]:
+    """Under torchrun: join the process group for the block (each rank's models on its device, see
+    distributed.launch); refuse commands that would only repeat their work on every rank."""
+    from . import distributed
+
+    if not distributed.launched():
+        yield
+        return
+    if args.command not in RANKED:
+        raise PlatonicError(f"`platonic {args.command}` runs in one process; only {' and '.join(RANKED)} run across torchrun's ranks")
+    args.device = distributed.launch(args.device)
+    try:
+        yield
+    finally:
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `platonic` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -324,7 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             torch.set_num_threads(args.threads)
         from .feature_store import caching  # imports torch: not before the arguments parse
 
-        with contextlib.nullcontext() if args.no_cache else caching(args.cache_dir):
+        with ranks(args), contextlib.nullcontext() if args.no_cache else caching(args.cache_dir):
             return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print(f"platonic {args.command}: interrupted (rerun the same command to resume a grid)", file=sys.stderr)

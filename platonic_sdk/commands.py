@@ -447,11 +447,11 @@ def workspace_from_config(args: argparse.Namespace):
 
 def cmd_grid(args: argparse.Namespace) -> int:
     from .evaluate.methods import method
-    from .evaluate.runfolder import RunFolder
+    from .evaluate.ranks import rank_folder
 
     for name in [*(args.methods or ()), *(n for n, _ in parse_method_cells(args.method_cells or []))]:
         method(name)  # an unknown method is refused before any model loads
-    with RunFolder(_require(args.out, "--out")) as folder:  # locked before any model loads
+    with rank_folder(_require(args.out, "--out")) as folder:  # locked before any model loads (on rank 0)
         return _grid(args, folder)
 
 
@@ -493,9 +493,10 @@ def _grid(args: argparse.Namespace, folder) -> int:
     describe = {**describe, "command": "platonic grid", "task specs": [*(args.tasks or ()), *(args.controls or ())],
                 **{k: getattr(args, k) for k in ("world_seed", "train_per_class", "test_per_class", "test_fraction", "data_root")}}
     summary = run_experiment(ws, folder, config, describe, progress=not args.quiet)
-    wall = time.perf_counter() - started
-    print(f"{summary['cells']['records']} cells; report {folder.path / 'report.md'}; wall time {wall:.1f} s "
-          f"(run stages {summary['timings']['total']:.1f} s)")
+    if summary is not None:  # rank 0 (or the only process)
+        wall = time.perf_counter() - started
+        print(f"{summary['cells']['records']} cells; report {folder.path / 'report.md'}; wall time {wall:.1f} s "
+              f"(run stages {summary['timings']['total']:.1f} s)")
     return 0
 
 

@@ -43,13 +43,13 @@ def main(args: argparse.Namespace) -> int:
     """Entry point of `platonic demo` (options parsed by cli.py)."""
     from .evaluate.experiment import run_experiment
     from .evaluate.report import table
-    from .evaluate.runfolder import RunFolder
+    from .evaluate.ranks import rank_folder
     from .evaluate.workspace import zoo_workspace
     from .worlds import zoo
     from .worlds.registry import world_spec
 
     t0 = time.perf_counter()
-    with RunFolder(args.out) as folder:  # locked before any model loads
+    with rank_folder(args.out) as folder:  # locked before any model loads (on rank 0)
         ws, describe = zoo_workspace(args.world, seed=args.seed, families=args.families, device=args.device, grid_seed=args.seed,
                                      batch_size=args.batch_size)
         recipe = zoo.read_manifest(world_spec(args.world).zoo).get("finetune", {}) if args.orthoreg_tasks else {}
@@ -57,6 +57,8 @@ def main(args: argparse.Namespace) -> int:
                              **centre_kinds(args))
         summary = run_experiment(ws, folder, config, {**describe, "command": "platonic demo"}, progress=not args.quiet,
                                  title=f"platonic demo ({args.world} world, seed {args.seed})")
+    if summary is None:  # another rank: rank 0 writes and prints the report
+        return 0
     print(table(["figure", "value"], [[k, v] for k, v in summary["checks"].items()]))
     print(f"\nreport: {Path(args.out) / 'report.md'} (figures in {Path(args.out) / 'figures'}); wall time {time.perf_counter() - t0:.1f} s")
     return 0

@@ -156,16 +156,21 @@ class FeatureStore:
         return path
 
     def features(
-        self, encoder: DualEncoder, items: Sequence[Any], encode: Callable[[], tuple[Tensor, Tensor]], amp: bool = False
+        self, encoder: DualEncoder, items: Sequence[Any], encode: Callable[[], tuple[Tensor, Tensor]], amp: bool = False,
+        agree: Callable[[bool], bool] = bool, write: bool = True,
     ) -> tuple[Tensor, Tensor]:
-        """The cached (S, Z) of `items` on `encoder`, else `encode()`'s, stored for next time."""
+        """The cached (S, Z) of `items` on `encoder`, else `encode()`'s, stored for next time (when `write`).
+
+        `agree(found)` decides whether the entry counts as found (ranks that encode together use it only when all have it).
+        """
         parts = self.parts(encoder, items, amp)
         hit = self.get(parts)
-        if hit is not None:
+        if agree(hit is not None):
             return hit
         S, Z = encode()
         try:
-            self.put(parts, S, Z, family=encoder.family, checkpoint=encoder.checkpoint)
+            if write:
+                self.put(parts, S, Z, family=encoder.family, checkpoint=encoder.checkpoint)
         except OSError as exc:
             warnings.warn(f"cannot write the feature cache under {self.root} ({exc}); continuing without it", stacklevel=3)
         return S, Z

@@ -8,8 +8,10 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor
 
+from . import distributed
 from .accel import CPU_BATCH, autocast, batches, device_batch_size
 from .feature_store import FeatureStore, active_store
+from .items import take
 from .linalg import unit_rows
 from .progress import progress as progress_bar
 from .protocol import DualEncoder
@@ -34,12 +36,32 @@ def site_features(
     `cache`: an on-disk `FeatureStore` to read and write, or True for the store of the active
     `feature_store.caching` block (if any); callers that encode a model as loaded opt in, so that
     transient edited models never fill the cache.
+    Inside `distributed.sharding()` with several ranks, each rank encodes its run of whole batches and
+    every rank gets all rows; the store counts as hit only when every rank has the entry, and rank 0 writes it.
     """
     if not len(items):
         raise ValueError("no items to encode")
     store = cache if isinstance(cache, FeatureStore) else active_store() if cache else None
+    if distributed.sharded():
+        encode = functools.partial(_encode_sharded, encoder, items, batch_size, progress, workers, amp)
+        if store is None:
+            return encode()
+        rank0 = distributed.rank_and_world()[0] == 0  # one writer; a hit counts only when every rank has it
+        S, Z = store.features(encoder, items, encode, amp, agree=lambda hit: bool(distributed.agreed_min(hit)), write=rank0)
+        distributed.barrier()  # rank 0's entry is written before any rank looks for it again
+        return S, Z
     encode = functools.partial(_encode, encoder, items, batch_size, progress, workers, amp)
     return encode() if store is None else store.features(encoder, items, encode, amp)
+
+
+def _encode_sharded(encoder: DualEncoder, items: Sequence[Any], batch_size: int | None, progress: bool, workers: int | None,
+                    amp: bool) -> tuple[Tensor, Tensor]:
+    """`_encode` with this rank's run of whole batches (the single-process batches), gathered in rank order."""
+    rank, world = distributed.rank_and_world()
+    size = distributed.agreed_min(device_batch_size(encoder, items) if batch_size is None else batch_size)
+    mine = distributed.batch_range(len(items), size, rank, world)
+    S, Z = _encode(encoder, take(items, mine), size, progress, workers, amp) if len(mine) else (None, None)
+    return distributed.gather_rows(S), distributed.gather_rows(Z)
 
 
 def _encode(encoder: DualEncoder, items: Sequence[Any], batch_size: int | None, progress: bool, workers: int | None, amp: bool) -> tuple[Tensor, Tensor]:

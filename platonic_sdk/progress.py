@@ -1,6 +1,6 @@
 """Progress of long stages, one helper for the whole SDK: a tqdm bar when stderr is a terminal;
 otherwise (logs, CI, pipes) one line per stage when it ends, and only for stages that took at least
-`MIN_SECONDS`, instead of kilobytes of bar redraws.
+`MIN_SECONDS`, instead of kilobytes of bar redraws. Under torch.distributed only rank 0 shows progress.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any, Iterable, Iterator
 
+import torch.distributed as dist
 from tqdm.auto import tqdm
 
 MIN_SECONDS = 2.0
@@ -63,7 +64,9 @@ class LineProgress:
 
 def progress(iterable: Iterable[Any] | None = None, desc: str = "", total: int | None = None, disable: bool = False,
              leave: bool = True, **options: Any) -> Any:
-    """A progress bar over `iterable` (or one updated by hand): tqdm on a terminal, else a `LineProgress`."""
+    """A progress bar over `iterable` (or one updated by hand): tqdm on a terminal, else a `LineProgress`;
+    disabled on every rank but 0 of a process group."""
+    disable = disable or (dist.is_available() and dist.is_initialized() and dist.get_rank() != 0)
     if not disable and sys.stderr.isatty():
         return tqdm(iterable, desc=desc, total=total, leave=leave, **options)
     return LineProgress(iterable, desc, total, disable)

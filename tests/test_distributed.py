@@ -1,85 +1,118 @@
-"""Two gloo processes give the single-process results: sharded extraction and a sharded list of cells."""
+"""Two gloo processes under torchrun give the single-process results: sharded extraction (with an idle
+rank and the on-disk cache), sharded work lists, the runner's guards across ranks (a killed run resumes,
+mismatched ranks and a failing cell are refused on every rank), and `platonic grid` (tests/ranks_script.py
+is what each rank runs)."""
 
 from __future__ import annotations
 
 import json
 import os
-import socket
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 
-from platonic_sdk import distributed
-from platonic_sdk.errors import PlatonicError
+from platonic_sdk import cli, distributed
 from platonic_sdk.evaluate import FeatureCache
-from platonic_sdk.features import landmarks
-from platonic_sdk.io import load_tensors, save_tensors
-from tiny_encoder import TinyEncoder, tiny_task
+from platonic_sdk.evaluate.runfolder import read_records
+from platonic_sdk.features import site_features
+from platonic_sdk.io import load_tensors
 
-ALPHAS = [0.0, 1.0, 3.0, 6.0, 10.0]  # five cells over two ranks: uneven on purpose
+from ranks_script import ALPHAS, GRID, operator, setup
 
-
-def _operator(S: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
-    """A fixed operator that fits the residual-head site (d x (h + 1))."""
-    return torch.randn(Z.shape[1], S.shape[1], generator=torch.Generator().manual_seed(0)) * 0.3
+TIMEOUT = 300  # seconds for the whole two-rank run: a hang fails the test, not the CI job
 
 
-def _setup():
-    torch.set_num_threads(1)
-    encoder = TinyEncoder(head="residual_head", seed=8)
-    task = tiny_task(n_train=4, n_test=33)
-    return encoder, task, landmarks(encoder, task.prompts())
-
-
-def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
-    assert distributed.init("gloo") == (rank, world)
-    try:
-        encoder, task, g = _setup()
-        everywhere = distributed.extract_sharded(encoder, task.test.items, batch_size=8)
-        on_zero = distributed.extract_sharded(encoder, task.test.items, batch_size=8, dst=0)
-        assert (on_zero is None) == (rank != 0)
-        S, Z = everywhere
-        cache = FeatureCache(S, Z, task.test.labels)
-        A = _operator(S, Z)
-        accuracies = distributed.map_sharded(lambda alpha: cache.accuracy(g, A, alpha), ALPHAS)
-        try:
-            distributed.map_sharded(lambda i: 1 // (i - 3), list(range(5)))
-            failure = ""
-        except PlatonicError as exc:
-            failure = str(exc)
-        save_tensors(os.path.join(out_dir, f"rank{rank}.safetensors"), {"S": S, "Z": Z}, "test", {})
-        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as fh:
-            json.dump({"accuracies": accuracies, "failure": failure}, fh)
-    finally:
-        torch.distributed.destroy_process_group()
-
-
-def test_shard_ranges_cover_in_order() -> None:
-    for n, world in [(10, 3), (2, 2), (7, 1), (5, 4)]:
-        ranges = [distributed.shard_range(n, r, world) for r in range(world)]
+def test_batch_ranges_cover_whole_batches_in_order() -> None:
+    for n, size, world in [(33, 8, 2), (33, 8, 3), (5, 8, 2), (64, 8, 4), (7, 1, 3)]:
+        ranges = [distributed.batch_range(n, size, r, world) for r in range(world)]
         assert [i for r in ranges for i in r] == list(range(n))
-        assert max(map(len, ranges)) - min(map(len, ranges)) <= 1
+        assert all(r.start % size == 0 and (r.stop % size == 0 or r.stop == n) for r in ranges if len(r))
+        batches = [-(-len(r) // size) for r in ranges]
+        assert max(batches) - min(batches) <= 1
+    assert [len(distributed.batch_range(5, 8, r, 2)) for r in range(2)] == [5, 0]  # an idle rank
     with pytest.raises(ValueError):
         distributed.shard_range(4, 2, 2)
 
 
-def test_two_gloo_ranks_equal_one_process(tmp_path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(_worker, args=(2, port, str(tmp_path)), nprocs=2, join=True)
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory) -> Path:
+    """OUT of `torchrun --standalone --nproc-per-node 2 tests/ranks_script.py OUT` (killed with its ranks after TIMEOUT)."""
+    out = tmp_path_factory.mktemp("ranks")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+               str(Path(__file__).with_name("ranks_script.py")), str(out)]
+    launcher = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = launcher.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(launcher.pid, signal.SIGKILL)  # the launcher and both ranks
+        launcher.communicate()
+        pytest.fail(f"two ranks did not finish within {TIMEOUT} s")
+    assert launcher.returncode == 0, stderr[-4000:]
+    (out / "stdout.txt").write_text(stdout)
+    return out
 
-    encoder, task, g = _setup()  # single process: no process group
+
+def _seen(out: Path) -> list[dict]:
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+def test_two_ranks_encode_and_map_as_one_process(ranks) -> None:
+    encoder, task, g = setup()  # single process: no process group
     assert distributed.rank_and_world() == (0, 1)
-    S, Z = distributed.extract_sharded(encoder, task.test.items, batch_size=8)
-    single = distributed.map_sharded(lambda alpha: FeatureCache(S, Z, task.test.labels).accuracy(g, _operator(S, Z), alpha), ALPHAS)
-    assert len(set(single)) > 1  # the cells differ, so order matters
-    for rank in range(2):
-        tensors, _, _ = load_tensors(tmp_path / f"rank{rank}.safetensors")
-        torch.testing.assert_close(tensors["S"], S, rtol=1e-6, atol=1e-6)
-        torch.testing.assert_close(tensors["Z"], Z, rtol=1e-6, atol=1e-6)
-        result = json.loads((tmp_path / f"rank{rank}.json").read_text())
-        assert result["accuracies"] == single
-        assert "work item 3 failed on rank 1" in result["failure"] and "ZeroDivisionError" in result["failure"]
+    S, Z = site_features(encoder, task.test.items, batch_size=8)
+    single = [FeatureCache(S, Z, task.test.labels).accuracy(g, operator(S, Z), alpha) for alpha in ALPHAS]
+    assert len(set(single)) > 1  # the items differ, so order matters
+    for rank, seen in enumerate(_seen(ranks)):
+        tensors, _, _ = load_tensors(ranks / f"rank{rank}.safetensors")
+        assert torch.equal(tensors["S"], S) and torch.equal(tensors["Z"], Z)  # the same batches: equal bit for bit
+        assert torch.equal(tensors["idle_S"], S[:5]) and torch.equal(tensors["mixed_Z"], Z) and torch.equal(tensors["hit_Z"], Z)
+        assert seen["accuracies"] == single
+        assert "work item 3 failed on rank 1: ZeroDivisionError" in seen["failure"]
+        # rank 0's own error on rank 0, quoted on the others
+        assert seen["rank0"].startswith("ZeroDivisionError" if rank == 0 else "PlatonicError: rank 0 failed: ZeroDivisionError")
+        # each rank encodes its own run of whole batches: 33 items in batches of 8 -> 24 + 9; 5 items -> 5 + nothing;
+        # then three sharded misses (both ranks miss, rank 1 misses, the shared store is empty); a hit on every rank encodes nothing
+        assert seen["encodings"] == ([24, 5, 24, 24, 24] if rank == 0 else [9, 9, 9, 9]) and seen["after_hit"] == []
+    zero, one = (seen["entries"] for seen in _seen(ranks))
+    assert zero == {"own0": 1, "shared": 1} and one == {"shared": 1}  # rank 0 alone writes cache entries
+
+
+def test_the_runner_guards_hold_across_ranks(ranks) -> None:
+    zero, one = _seen(ranks)
+    assert zero["killed"] == "Killed: " and one["killed"].startswith("PlatonicError: rank 0 failed: Killed")
+    # the resumed run: the three recorded cells kept, the others run once; rank 1 returned None and wrote nothing
+    assert zero["cells"]["resumed"] == 3 and zero["cells"]["passes"] == len(zero["keys"]) == 6 and one["cells"] is None
+    assert Counter(zero["keys"]) == Counter(set(zero["keys"]))
+    assert not (ranks / "elsewhere").exists() and not (ranks / "mismatch").exists()
+    for seen in (zero, one):  # refused on every rank, naming what differs; a failing cell names itself and its rank
+        assert "rank 1 was started with other settings than rank 0" in seen["mismatch"]
+        assert "run.settings.alpha: 0.5 -> 0.7" in seen["mismatch"]
+        assert "failed on rank 1: ZeroDivisionError" in seen["cell_failure"] and "cell addition|" in seen["cell_failure"]
+
+
+def test_torchrun_grid_equals_one_process(ranks, tmp_path) -> None:
+    assert (ranks / "stdout.txt").read_text().count("cells; report") == 1  # rank 0 alone reports
+    assert list((ranks / "cache").rglob("*.safetensors"))  # the shared encodings went to the cache
+    assert cli.main([*GRID, "--out", str(tmp_path), "--no-cache"]) == 0
+    read = lambda p: json.loads(p.read_text())  # noqa: E731
+    strip = lambda rs: [{k: v for k, v in r.items() if k != "seconds"} for r in rs]  # noqa: E731
+    one, two = tmp_path, ranks / "grid"
+    assert read(one / "run.json") == read(two / "run.json")
+    assert read(one / "studies.json") == read(two / "studies.json") and "similarity" in read(one / "studies.json")
+    assert strip(read_records(one / "cells.jsonl")) == strip(read_records(two / "cells.jsonl"))
+    reports = [{k: v for k, v in read(p / "report.json").items() if k != "timings"} for p in (one, two)]
+    assert reports[0] == reports[1]
+    assert sorted(p.name for p in (one / "figures").iterdir()) == sorted(p.name for p in (two / "figures").iterdir())
+
+
+def test_commands_that_do_not_shard_are_refused_under_torchrun(monkeypatch, capsys) -> None:
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert cli.main(["families"]) == 2
+    assert "only grid and demo run across torchrun's ranks" in capsys.readouterr().err

@@ -6,6 +6,10 @@ Layout of `out/`: run.json (every setting; a resume must repeat them), cells.jso
 finished cell and method pass; a rerun resumes), studies.json, report.json (the summaries),
 report.md (tables and figures) and figures/*.png. Methods with a cell cap (the LoRA route)
 run after the others, on cells spread evenly over each kind and group.
+
+Under torch.distributed (`torchrun`, every rank calling run_experiment with the same spec) the
+encodings and the cells are split over the ranks (ranks.py) and rank 0 alone writes `out/`; the
+numbers are those of a single process.
 """
 
 from __future__ import annotations
@@ -18,15 +22,16 @@ from typing import Any, Callable, Mapping, Sequence
 import attrs
 import numpy as np
 
+from .. import distributed
 from ..errors import PlatonicError
 from ..finetune import FinetuneConfig
-from ..progress import progress as progress_bar
 from ..transfer.lora import LoraRouteConfig
 from ..version import __version__
 from . import plots, report, studies
 from .cells import Cell, addition_cells, negation_cells
 from .merging import orthoreg_comparison
 from .methods import evaluate_cell, method
+from .ranks import run_cells, same_settings, warm
 from .runfolder import RunFolder
 from .settings import KINDS, CellSelection, ExperimentConfig, selections
 from .similarity import similarity
@@ -70,17 +75,28 @@ def run_experiment(
 ) -> dict[str, Any]:
     """Run every selected cell, method and study on `ws` into the run folder; returns report.json's content.
 
-    `out` is a folder path, or a RunFolder whose lock the caller already holds.
+    `out` is a folder path, or a RunFolder whose lock the caller already holds. In a process group every
+    rank must call this with the same workspace and spec (refused otherwise); rank 0 writes `out` and
+    returns the content, the other ranks touch no file and return None.
     """
     describe = dict(describe or {})
     settings = {**ws.settings(), "run": config.as_dict(), "describe": describe, "sdk_version": __version__}
-    with contextlib.nullcontext(out) if isinstance(out, RunFolder) else RunFolder(out) as folder:
-        folder.begin(settings)
-        return _run(ws, folder, config, describe, on_record, progress, title)
+    same_settings(settings)
+    with contextlib.ExitStack() as stack:
+        folder: RunFolder | None = None
+
+        def begin() -> list[str]:  # rank 0: lock, check or record the settings; the finished cells' keys
+            nonlocal folder
+            folder = out if isinstance(out, RunFolder) else stack.enter_context(RunFolder(out))
+            folder.begin(settings)
+            return [r["key"] for r in folder.records()]
+
+        finished = distributed.on_rank0(begin)
+        return _run(ws, folder, config, describe, on_record, progress, title, set(finished))
 
 
-def _run(ws: Workspace, folder: RunFolder, config: ExperimentConfig, describe: dict[str, Any],
-         on_record: Callable[[dict[str, Any]], None] | None, progress: bool, title: str) -> dict[str, Any]:
+def _run(ws: Workspace, folder: RunFolder | None, config: ExperimentConfig, describe: dict[str, Any],
+         on_record: Callable[[dict[str, Any]], None] | None, progress: bool, title: str, finished: set[str]) -> dict[str, Any] | None:
     started = time.perf_counter()
     timings: dict[str, float] = {}
 
@@ -97,20 +113,26 @@ def _run(ws: Workspace, folder: RunFolder, config: ExperimentConfig, describe: d
             f"{list(ws.transfer_tasks)} (cross-family cells need fine-tunes of at least two families)"
         )
     results: dict[str, Any] = {}
-    if config.similarity:  # first: it encodes what the cells reuse
-        results["similarity"] = timed("similarity", lambda: similarity(ws, union_probes=config.similarity_probes, progress=progress)).as_dict()
-    done = {r["key"]: r for r in folder.records()}
-    resumed = sum(key in done for key, _, _ in passes)
+    with distributed.sharding():  # every rank in step: each encoding is split over the ranks
+        if config.similarity:  # first: it encodes what the cells reuse
+            results["similarity"] = timed("similarity", lambda: similarity(ws, union_probes=config.similarity_probes, progress=progress)).as_dict()
+        if distributed.rank_and_world()[1] > 1:
+            timed("features", lambda: warm(ws, list(dict.fromkeys(c for key, c, _ in passes if key not in finished))))
+    done = {r["key"]: r for r in folder.records()} if folder is not None else {}
+    resumed = sum(key in finished for key, _, _ in passes)
 
-    def run_passes() -> None:
-        for key, cell, names in progress_bar([p for p in passes if p[0] not in done], desc="cells", disable=not progress):
-            record = evaluate_cell(ws, cell, config.settings, names)
-            record = folder.append({**record, "key": key})
-            done[key] = record
-            if on_record is not None:
-                on_record(record)
+    def evaluate(p: tuple[str, Cell, tuple[str, ...]]) -> dict[str, Any]:
+        return {**evaluate_cell(ws, p[1], config.settings, p[2]), "key": p[0]}
 
-    timed("cells", run_passes)
+    def record(entry: dict[str, Any]) -> None:  # rank 0
+        entry = folder.append(entry)
+        done[entry["key"]] = entry
+        if on_record is not None:
+            on_record(entry)
+
+    timed("cells", lambda: run_cells([p for p in passes if p[0] not in finished], evaluate, record, progress))
+    if folder is None:  # another rank: its cells went to rank 0, which runs the rest
+        return None
     records: dict[str, dict[str, Any]] = {}
     for key, cell, _ in passes:  # one record per cell, with every method's results
         records.setdefault(cell.key, {**done[key], "key": cell.key, "results": {}})["results"].update(done[key]["results"])
