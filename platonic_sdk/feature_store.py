@@ -30,8 +30,10 @@ import torch
 from torch import Tensor
 
 from .errors import CheckpointError, PlatonicError
+from .io import load_tensors, save_tensors
 from .items import Items
 from .protocol import DualEncoder
+from .tasks import item_fingerprint
 
 KIND = "site_features"
 ENV = "PLATONIC_CACHE_DIR"
@@ -78,8 +80,6 @@ def _stamp(item: Any) -> str:
     own = getattr(item, "stamp", None)
     if callable(own):
         return str(own())
-    from .tasks import item_fingerprint
-
     return item_fingerprint(item)
 
 
@@ -130,8 +130,6 @@ class FeatureStore:
 
     def get(self, parts: Mapping[str, str]) -> tuple[Tensor, Tensor] | None:
         """(S, Z) of the entry with these parts; None when absent, or (with a warning) unreadable or foreign."""
-        from .io import load_tensors
-
         path = self.path(self.key(parts))
         if not path.is_file():
             return None
@@ -149,8 +147,6 @@ class FeatureStore:
 
     def put(self, parts: Mapping[str, str], S: Tensor, Z: Tensor, **meta: Any) -> Path:
         """Write the entry (atomically: a reader sees the old entry, none, or the whole new one)."""
-        from .io import save_tensors
-
         path = self.path(self.key(parts))
         save_tensors(path, {"S": S, "Z": Z}, KIND, {"parts": dict(parts), **meta})
         return path

@@ -1,4 +1,5 @@
-"""Training: source fine-tuning (LoRA or full), OrthoReg as a pluggable regulariser, weight-space task vectors and their merging methods."""
+"""Fine-tuning: source fine-tuning (LoRA or full), weight-space task vectors and their merging methods; OrthoReg,
+a pluggable regulariser shared with the LoRA route, lives in `platonic_sdk.training` and is exported here too."""
 
 from ..training.orthoreg import OrthoReg, dense_updates, lora_updates
 from .source import FinetuneConfig, FineTuned, finetune
