@@ -17,8 +17,6 @@ from typing import Any, Sequence
 from .cli_values import centre_kinds
 from .errors import GridMismatchError, PlatonicError
 
-BANK_KIND = "operator_bank"
-
 
 # ---------------------------------------------------------------------------- tasks
 def _world_task(name: str, args: argparse.Namespace):
@@ -313,24 +311,16 @@ def _descriptors(paths: Sequence[str]):
 
 
 def cmd_bank(args: argparse.Namespace) -> int:
-    from .io import save_tensors
     from .transfer import OperatorBank
 
     descriptors = _descriptors(_require(args.descriptor, "--descriptor"))
     tasks = resolve_tasks(args.task or [], args)
     target = load_model(_require(args.family, "--family"), args.checkpoint, args)
     bank = OperatorBank(target, args.ridge_a, args.ridge_b, args.batch_size)
-    operators, entries = {}, {}
     for label, utd in descriptors.items():
         bank.add_grid(descriptor_grid(label, utd, tasks, args))
-        operators[label] = bank.operator(utd)
-        entries[label] = {"task": utd.task, "grid_id": utd.grid_id, "provenance": utd.provenance}
-    meta = {
-        "target_family": target.family, "target_checkpoint": target.checkpoint, "site_kind": bank.site_kind,
-        "ridge_a": bank.ridge_a, "ridge_b": bank.ridge_b, "entries": entries, "target": bank.binding.describe(),
-    }
-    save_tensors(_require(args.output, "--output"), operators, BANK_KIND, meta)
-    print(f"wrote {args.output}: {len(operators)} operator(s) for {target.family} ({', '.join(operators)})")
+    saved = bank.save(_require(args.output, "--output"), descriptors)
+    print(f"wrote {args.output}: {len(saved.operators)} operator(s) for {target.family} ({', '.join(saved.operators)})")
     return 0
 
 
@@ -350,22 +340,6 @@ def parse_terms(args: argparse.Namespace) -> list[tuple[str, float]]:
     return terms
 
 
-def _edit_from_bank(args: argparse.Namespace, terms: list[tuple[str, float]]):
-    from .binding import Target
-    from .io import load_tensors
-    from .transfer import OperatorEdit
-
-    operators, meta, _ = load_tensors(args.bank, BANK_KIND, real=True)
-    missing = [n for n, _ in terms if n not in operators]
-    if missing:
-        raise PlatonicError(f"bank {args.bank} has no operator(s) {missing}; it holds {', '.join(operators)}")
-    A = sum(c * operators[n] for n, c in terms)
-    info = {**{k: meta[k] for k in ("target_family", "target_checkpoint", "ridge_a", "ridge_b")},
-            "terms": [{"label": n, "coef": c, **meta["entries"][n]} for n, c in terms]}
-    target = Target.from_record(meta.get("target"))
-    return OperatorEdit(A, args.alpha, meta["site_kind"], info, target), meta["target_family"]
-
-
 def cmd_edit(args: argparse.Namespace) -> int:
     from .descriptor import Composition
     from .transfer import OperatorBank
@@ -373,7 +347,8 @@ def cmd_edit(args: argparse.Namespace) -> int:
     terms = parse_terms(args)
     target = None
     if args.bank:
-        edit, family = _edit_from_bank(args, terms)
+        saved = OperatorBank.load(args.bank)
+        edit, family = saved.edit(terms, args.alpha), saved.target_family
         if args.family and args.family != family:
             raise PlatonicError(f"bank {args.bank} was built for {family!r}, not {args.family!r}")
     else:

@@ -7,7 +7,8 @@ X* = (F^T F + mu_a I)^{-1} F^T U G (G^T G + mu_b I)^{-1}; a composition realises
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import os
+from typing import Any, Mapping, Sequence
 
 import attrs
 import torch
@@ -22,6 +23,7 @@ from ..features import landmarks, site_features
 from ..linalg import RIDGE_A, RIDGE_B, RidgeSolver, edited_embeddings, ridge_solver, unit_rows
 from ..protocol import DualEncoder
 from ..tasks import Grid
+from .saved_bank import SavedBank
 
 
 @attrs.frozen(eq=False)
@@ -138,3 +140,19 @@ class OperatorBank:
         """Transfer loss L(E) of METHOD sec. 3 for the folded edit (alpha A), measured on the cached grids."""
         achieved = {gid: self.state(gid).achieved(A, alpha) for gid in composition.by_grid()}
         return composition.objective(achieved)
+
+    def save(self, path: str | os.PathLike, descriptors: Mapping[str, UTD]) -> SavedBank:
+        """Write the operators of the named descriptors (their grids added first) to a bank file, which
+        `OperatorBank.load` reads back without the model (saved_bank.py: the format); returns what it wrote."""
+        saved = SavedBank(
+            {label: self.operator(utd) for label, utd in descriptors.items()},
+            {label: {"task": utd.task, "grid_id": utd.grid_id, "provenance": utd.provenance} for label, utd in descriptors.items()},
+            self.site_kind, self.ridge_a, self.ridge_b, self.target.family, self.target.checkpoint, self.binding,
+        )
+        saved.save(path)
+        return saved
+
+    @staticmethod
+    def load(path: str | os.PathLike) -> SavedBank:
+        """A bank file written by `save`: its operators by label, and `edit(terms, alpha)` over them."""
+        return SavedBank.load(path)
