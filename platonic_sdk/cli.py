@@ -98,9 +98,9 @@ def _allow_other_target(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _recipe() -> Parser:
+def _recipe(member: str = "--checkpoint is") -> Parser:
     p = Parser(add_help=False)
-    g = p.add_argument_group("fine-tuning recipe (default: the zoo's own when --checkpoint is a zoo member, else the library's)")
+    g = p.add_argument_group(f"fine-tuning recipe (default: the zoo's own when {member} a zoo member, else the library's)")
     g.add_argument("--mode", choices=("lora", "full"), help="LoRA on the tower's attention q/v, or full fine-tuning (lora)")
     g.add_argument("--rank", type=positive_int, help="LoRA rank (4)")
     g.add_argument("--lora-alpha", type=positive_float, help="LoRA alpha; updates are (alpha / rank) B A (8)")
@@ -117,7 +117,7 @@ def _experiment_options(p: Parser) -> None:
     g = p.add_argument_group("zoo and closed form")
     g.add_argument("--world", default="image",
                    help=f"registered world whose zoo runs without models in --config ({', '.join(world_names())}; image)")
-    g.add_argument("--families", nargs="+", help="zoo families to include (default: all)")
+    g.add_argument("--families", nargs="+", help="zoo (or --benchmark) families to include (default: all)")
     for side, lib in (("a", RIDGE_A), ("b", RIDGE_B)):
         tuned = ", ".join(f"{n} {getattr(world_spec(n), f'ridge_{side}'):g}" for n in world_names())
         g.add_argument(f"--ridge-{side}", type=non_negative_float,
@@ -172,8 +172,15 @@ def build_parser() -> Parser:
     _allow_other_target(p)
     p.set_defaults(func=commands.cmd_evaluate)
 
-    p = sub.add_parser("grid", parents=[common, data], help="run cells with any registered methods and the studies; write report.md")
+    p = sub.add_parser("grid", parents=[common, data, _recipe("--model names")],
+                       help="run cells with any registered methods and the studies; write report.md")
     _experiment_options(p)
+    g = p.add_argument_group("benchmark (the paper's studies on datasets under --data-root)")
+    g.add_argument("--benchmark", metavar="NAME", help="a registered benchmark: paper-image or paper-audio (user guide, Benchmarks)")
+    g.add_argument("--model", action="append", metavar="FAMILY=CHECKPOINT",
+                   help="checkpoint folder or hub id of a benchmark family (repeatable; default: the family's reference)")
+    g.add_argument("--finetunes", type=output_dir, metavar="DIR",
+                   help="the families' fine-tunes, DIR/<family>/<task>.safetensors; missing ones are made there (default: OUT/finetunes)")
     p.add_argument("--out", type=output_dir, metavar="DIR", help="run folder (rerunning with the same settings resumes finished cells)")
     p.add_argument("--task", dest="tasks", action="append", metavar="SPEC", help="tasks (default: the zoo's transfer tasks)")
     p.add_argument("--controls", nargs="+", metavar="SPEC", help="control sets (default: the world's)")

@@ -203,13 +203,13 @@ def cmd_families(args: argparse.Namespace) -> int:
 RECIPE_OPTIONS = ("mode", "rank", "lora_alpha", "epochs", "lr", "logit_scale", "max_steps")
 
 
-def finetune_recipe(args: argparse.Namespace):
-    """(FinetuneConfig, where its defaults came from): the zoo's own recipe when --checkpoint is a zoo
-    member (its manifest records it), else the library's defaults; the command's options win."""
+def finetune_recipe(args: argparse.Namespace, checkpoint: str | None = None):
+    """(FinetuneConfig, where its defaults came from): the zoo's own recipe when the checkpoint (default
+    --checkpoint) is a zoo member (its manifest records it), else the library's defaults; the command's options win."""
     from .finetune import FinetuneConfig, OrthoReg
     from .worlds.zoo import zoo_recipe
 
-    found = zoo_recipe(args.checkpoint)
+    found = zoo_recipe(checkpoint or getattr(args, "checkpoint", None))
     base, origin = (found[0], f"the zoo's recipe ({found[1]})") if found else ({}, "the library's defaults")
     chosen = {k: getattr(args, k) for k in RECIPE_OPTIONS if getattr(args, k, None) is not None}
     if getattr(args, "orthoreg", None) is not None:
@@ -420,6 +420,51 @@ def workspace_from_config(args: argparse.Namespace):
                      batch_size=args.batch_size, progress=not args.quiet, **ridges)
 
 
+def parse_models(items: Sequence[str], families: Sequence[str]) -> dict[str, str]:
+    """{family: checkpoint} of --model FAMILY=CHECKPOINT; each family must be one of `families` (a typo is no family)."""
+    out = {}
+    for item in items:
+        family, sep, checkpoint = item.partition("=")
+        if not sep or not family or not checkpoint:
+            raise PlatonicError(f"--model takes FAMILY=CHECKPOINT, got {item!r}")
+        if family not in families:
+            raise PlatonicError(f"--model {item!r}: {family!r} is not among the benchmark's families ({', '.join(families)})")
+        out[family] = checkpoint
+    return out
+
+
+def benchmark_workspace_from_args(args: argparse.Namespace):
+    """(Workspace, description, held-out names) of --benchmark: its datasets under --data-root (every
+    missing one named before any model loads), the families' checkpoints, their fine-tunes."""
+    from .data.benchmark import benchmark, load_benchmark
+    from .evaluate.benchmark_workspace import benchmark_workspace
+
+    bench = benchmark(args.benchmark)
+    families = list(args.families or bench.families)
+    checkpoints = parse_models(args.model or [], list(dict.fromkeys([*bench.families, *families])))  # --families picks among them
+    root = _require(args.data_root, "--data-root")
+    loaded = load_benchmark(bench, root, seed=args.seed, test_fraction=args.test_fraction)
+    models = {}
+    for family in families:
+        checkpoint = checkpoints.get(family)
+        try:
+            models[family] = load_model(family, checkpoint, args)
+        except (OSError, ValueError) as exc:  # a hub id without network, a folder that is not a checkpoint
+            raise PlatonicError(f"cannot load {family} from {checkpoint or 'its reference checkpoint'} "
+                                f"({' '.join(str(exc).split())[:300]}); give --model {family}=PATH of a local checkpoint") from None
+    recipes = {f: finetune_recipe(args, checkpoints.get(f)) for f in families}
+    finetunes = Path(args.finetunes or Path(args.out) / "finetunes")
+    ridges = {k: getattr(args, k) for k in ("ridge_a", "ridge_b") if getattr(args, k) is not None}  # else the library's
+    ws = benchmark_workspace(loaded, models, finetunes, lambda f: recipes[f][0], progress=not args.quiet, per_class=args.per_class,
+                             grid_seed=args.grid_seed, batch_size=args.batch_size, **ridges)
+    describe = {
+        "benchmark": f"{bench.name}: {bench.description}", "data_root": os.path.abspath(root),
+        "checkpoints": {f: models[f].checkpoint for f in families}, "finetunes": str(finetunes.resolve()),
+        "finetune recipe": {f: origin for f, (_, origin) in recipes.items()},
+    }
+    return ws, describe, loaded.held_out
+
+
 def cmd_grid(args: argparse.Namespace) -> int:
     from .evaluate.methods import method
     from .evaluate.ranks import rank_folder
@@ -438,7 +483,13 @@ def _grid(args: argparse.Namespace, folder) -> int:
     from .worlds.registry import world_spec
 
     started = time.perf_counter()
-    if args.models:
+    title = "platonic grid"
+    if args.benchmark:
+        ws, describe, held = benchmark_workspace_from_args(args)
+        lora, title = {}, f"platonic grid --benchmark {args.benchmark}"
+        if args.held_out is None:
+            args.held_out = list(held)
+    elif args.models:
         ws, lora, describe = workspace_from_config(args), {}, {"models": f"from {args.config}"}
     else:
         ws, describe = zoo_workspace(args.world, seed=args.world_seed, families=args.families, tasks=args.tasks, controls=args.controls,
@@ -467,7 +518,7 @@ def _grid(args: argparse.Namespace, folder) -> int:
     )
     describe = {**describe, "command": "platonic grid", "task specs": [*(args.tasks or ()), *(args.controls or ())],
                 **{k: getattr(args, k) for k in ("world_seed", "train_per_class", "test_per_class", "test_fraction", "data_root")}}
-    summary = run_experiment(ws, folder, config, describe, progress=not args.quiet)
+    summary = run_experiment(ws, folder, config, describe, progress=not args.quiet, title=title)
     if summary is not None:  # rank 0 (or the only process)
         wall = time.perf_counter() - started
         print(f"{summary['cells']['records']} cells; report {folder.path / 'report.md'}; wall time {wall:.1f} s "

@@ -35,6 +35,10 @@ class UnknownFamilyError(PlatonicError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class LayoutError(PlatonicError):
+    """A dataset folder that is missing or not in the layout its reader expects (the message names that layout)."""
+
+
 class CheckpointError(PlatonicError, ValueError):
     """A checkpoint that does not exist, is corrupt, or belongs to another family."""
 

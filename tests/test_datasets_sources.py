@@ -7,35 +7,23 @@ layout says; the zero-shot accuracy of the streamed task must equal that of the 
 
 from __future__ import annotations
 
-import csv
 import pickle
-import struct
 from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
+from dataset_layouts import (
+    PALETTE, cifar100, dtd, esc50, eurosat, gtsrb, imagenet_val, manifest, mnist, resisc45, save, stanford_cars, sun397, svhn,
+    urbansound8k,
+)
 
 from platonic_sdk import cli
 from platonic_sdk.commands import resolve_task
 from platonic_sdk.data import esc50_task, image_manifest_task, torchvision_task, urbansound8k_task
-from platonic_sdk.data.audio import Waveform, write_audio
 from platonic_sdk.errors import PlatonicError
 from platonic_sdk.evaluate import accuracy
 from platonic_sdk.items import Items
 from platonic_sdk.tasks import Split, Task
-
-PALETTE = [(230, 20, 20), (20, 200, 30), (30, 40, 230), (240, 220, 20)]
-
-
-def colour(c: int) -> np.ndarray:
-    return np.full((16, 16, 3), PALETTE[c], dtype=np.uint8)
-
-
-def save(path: Path, c: int) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(colour(c)).save(path)
-    return str(path)
 
 
 @pytest.fixture(scope="module")
@@ -66,111 +54,6 @@ def cli_args(*extra: str):
 
 
 # ------------------------------------------------------------------ torchvision layouts
-def eurosat(root: Path) -> None:
-    for c, cls in enumerate(("AnnualCrop", "Forest")):
-        for i in range(3):
-            save(root / "eurosat" / "2750" / cls / f"{cls}_{i + 1}.jpg", c)
-
-
-def dtd(root: Path) -> None:
-    base = root / "dtd" / "dtd"
-    lines = {"train": [], "val": [], "test": []}
-    for c, cls in enumerate(("banded", "bubbly")):
-        for i, split in enumerate(("train", "train", "val", "test")):
-            save(base / "images" / cls / f"{cls}_{i:04d}.jpg", c)
-            lines[split].append(f"{cls}/{cls}_{i:04d}.jpg")
-    (base / "labels").mkdir()
-    for split, rows in lines.items():
-        (base / "labels" / f"{split}1.txt").write_text("\n".join(rows) + "\n")
-
-
-def gtsrb(root: Path) -> None:
-    base = root / "gtsrb"
-    for c in (0, 2):  # a folder per class number; class 1 absent, labels still follow the folder number
-        for i in range(2):
-            save(base / "GTSRB" / "Training" / f"{c:05d}" / f"00000_{i:05d}.ppm", c)
-    rows = []
-    for i, c in enumerate((0, 2, 2)):
-        save(base / "GTSRB" / "Final_Test" / "Images" / f"{i:05d}.ppm", c)
-        rows.append(f"{i:05d}.ppm;16;16;0;0;15;15;{c}")
-    (base / "GT-final_test.csv").write_text("Filename;Width;Height;Roi.X1;Roi.Y1;Roi.X2;Roi.Y2;ClassId\n" + "\n".join(rows) + "\n")
-
-
-def idx(path: Path, array: np.ndarray, magic: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(struct.pack(">I", magic) + b"".join(struct.pack(">I", n) for n in array.shape) + array.astype(np.uint8).tobytes())
-
-
-def mnist(root: Path) -> None:
-    for prefix, labels in (("train", [0, 1, 1, 0]), ("t10k", [1, 0])):
-        images = np.stack([colour(c)[..., 0] for c in labels])  # grey levels 230 and 20
-        idx(root / "MNIST" / "raw" / f"{prefix}-images-idx3-ubyte", images, 0x803)
-        idx(root / "MNIST" / "raw" / f"{prefix}-labels-idx1-ubyte", np.asarray(labels), 0x801)
-
-
-def svhn(root: Path) -> None:
-    from scipy.io import savemat
-
-    root.mkdir(parents=True, exist_ok=True)
-    for split, labels in (("train", [1, 2, 2, 1]), ("test", [2, 1])):
-        X = np.stack([np.full((32, 32, 3), PALETTE[c], np.uint8) for c in labels], axis=-1)
-        savemat(str(root / f"{split}_32x32.mat"), {"X": X, "y": np.asarray(labels).reshape(-1, 1)})
-
-
-def cifar100(root: Path) -> None:
-    base = root / "cifar-100-python"
-    base.mkdir(parents=True)
-    names = [f"class_{i}" for i in range(100)]
-    names[0], names[1] = "apple", "aquarium_fish"
-    for split, labels in (("train", [0, 1, 1, 0]), ("test", [1, 0])):
-        data = np.stack([colour(c).repeat(2, 0).repeat(2, 1).transpose(2, 0, 1).reshape(-1) for c in labels])
-        (base / split).write_bytes(pickle.dumps({"data": data, "fine_labels": labels}))
-    (base / "meta").write_bytes(pickle.dumps({"fine_label_names": names, "coarse_label_names": ["x"]}))
-
-
-def stanford_cars(root: Path) -> None:
-    from scipy.io import savemat
-
-    base = root / "stanford_cars"
-    (base / "devkit").mkdir(parents=True)
-    savemat(str(base / "devkit" / "cars_meta.mat"), {"class_names": np.array(["AM General Hummer SUV 2000", "Acura RL Sedan 2012"], dtype=object)})
-    for split, file, labels in (("cars_train", base / "devkit" / "cars_train_annos.mat", [1, 2, 2, 1]),
-                                ("cars_test", base / "cars_test_annos_withlabels.mat", [2, 1])):
-        annos = np.zeros(len(labels), dtype=[("fname", object), ("class", object)])
-        for i, c in enumerate(labels):
-            save(base / split / f"{i:05d}.jpg", c - 1)
-            annos[i] = (f"{i:05d}.jpg", c)
-        savemat(str(file), {"annotations": annos})
-
-
-def sun397(root: Path, partition: bool) -> None:
-    base = root / "SUN397"
-    base.mkdir(parents=True)
-    (base / "ClassName.txt").write_text("/a/abbey\n/b/beach\n")
-    listed = {"Training": [], "Testing": []}
-    for c, rel in enumerate(("a/abbey", "b/beach")):
-        for i in range(3):
-            save(base / rel / f"sun_{c}{i}.jpg", c)
-            listed["Testing" if i == 2 else "Training"].append(f"/{rel}/sun_{c}{i}.jpg")
-    if partition:
-        for kind, rows in listed.items():
-            (base / f"{kind}_01.txt").write_text("\n".join(rows) + "\n")
-
-
-def resisc45(root: Path) -> None:
-    for c, cls in enumerate(("airport", "baseball_diamond")):
-        for i in range(3):
-            save(root / "NWPU-RESISC45" / cls / f"{cls}_{i + 1:03d}.jpg", c)
-
-
-def imagenet_val(root: Path) -> None:
-    wnids = ("n01440764", "n01443537")
-    for c, wnid in enumerate(wnids):
-        for i in range(3):
-            save(root / "val" / wnid / f"ILSVRC2012_val_{c}{i:07d}.JPEG", c)
-    (root / "LOC_synset_mapping.txt").write_text("n01440764 tench, Tinca tinca\nn01443537 goldfish, Carassius auratus\n")
-
-
 LAYOUTS = {
     # dataset: (builder, classes present, (train, test) sizes or None for a seeded split, first class names)
     "eurosat": (eurosat, 2, None, ("annual crop", "forest")),
@@ -247,12 +130,6 @@ def test_a_cifar_pickle_that_would_run_code_is_refused(tmp_path):
 
 
 # ------------------------------------------------------------------ image CSV manifests
-def manifest(path: Path, rows, header=("path", "label", "split")) -> Path:
-    with path.open("w", newline="") as handle:
-        csv.writer(handle).writerows([header, *rows])
-    return path
-
-
 def test_image_csv_manifests_with_and_without_a_split_column(tmp_path, zoo_clip):
     rows = []
     for c, cls in enumerate(("red", "green", "blue")):
@@ -288,10 +165,6 @@ def test_image_manifest_errors_name_the_column(tmp_path):
 
 
 # ------------------------------------------------------------------ ESC-50 and UrbanSound8K
-def tone(path: Path, hz: float) -> None:
-    write_audio(path, Waveform(0.4 * np.sin(2 * np.pi * hz * np.arange(1600) / 16000), 16000))
-
-
 @pytest.fixture(scope="module")
 def zoo_clap():
     from platonic_sdk.worlds.audio import AUDIO_ZOO_DIR
@@ -302,14 +175,7 @@ def zoo_clap():
 
 def test_esc50_and_urbansound8k_layouts_keep_their_folds(tmp_path, zoo_clap):
     esc = tmp_path / "ESC-50"
-    rows = []
-    for fold in range(1, 6):
-        for t, category in enumerate(("dog", "chirping_birds")):
-            name = f"{fold}-{100 + t}-A-{t}.wav"
-            tone(esc / "audio" / name, 300 + 200 * t)
-            rows.append((name, fold, t, category, "False", 100 + t, "A"))
-    (esc / "meta").mkdir()
-    manifest(esc / "meta" / "esc50.csv", rows, header=("filename", "fold", "target", "category", "esc10", "src_file", "take"))
+    esc50(esc)
     task = esc50_task(esc)
     assert task.classnames == ("chirping birds", "dog") and len(task.test) == 2 and len(task.train) == 8
     assert all(Path(p).name.startswith("5-") for p in task.test.items.paths)
@@ -317,14 +183,7 @@ def test_esc50_and_urbansound8k_layouts_keep_their_folds(tmp_path, zoo_clap):
     assert resolve_task(f"esc50:{esc}", cli_args()).test.items.paths == task.test.items.paths
 
     us = tmp_path / "UrbanSound8K"
-    rows = []
-    for fold in range(1, 11):
-        for c, cls in enumerate(("siren", "drilling")):
-            name = f"{fold}{c}-0-0-0.wav"
-            tone(us / "audio" / f"fold{fold}" / name, 500 + 300 * c)
-            rows.append((name, 1, 0.0, 1.0, 1, fold, c, cls))
-    (us / "metadata").mkdir()
-    manifest(us / "metadata" / "UrbanSound8K.csv", rows, header=("slice_file_name", "fsID", "start", "end", "salience", "fold", "classID", "class"))
+    urbansound8k(us)
     urban = urbansound8k_task(us, test_folds=(9, 10))
     assert urban.classnames == ("drilling", "siren") and len(urban.test) == 4
     assert {Path(p).parent.name for p in urban.test.items.paths} == {"fold9", "fold10"}

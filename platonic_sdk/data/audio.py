@@ -17,7 +17,7 @@ from typing import IO, Any
 import attrs
 import numpy as np
 
-from ..errors import PlatonicError, ShapeError
+from ..errors import LayoutError, PlatonicError, ShapeError
 from ..items import FileRef, Items
 from ..tasks import Split, Task
 from .folders import check_class_names, read_table, scan_classes, stratified_split, subfolders
@@ -259,7 +259,7 @@ URBANSOUND8K_LAYOUT = "DIR/metadata/UrbanSound8K.csv (columns slice_file_name, f
 def _layout_manifest(root: str | os.PathLike, manifest: str, audio: str, layout: str) -> tuple[Path, Path]:
     root = Path(root)
     if not (root / manifest).is_file() or not (root / audio).is_dir():
-        raise PlatonicError(f"{str(root)!r} is not in the expected layout: {layout}")
+        raise LayoutError(f"{str(root)!r} is not in the expected layout: {layout}")
     return root / manifest, root / audio
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import pickle
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -24,11 +25,12 @@ import attrs
 import numpy as np
 from PIL import Image
 
-from ..errors import PlatonicError
+from ..errors import LayoutError, PlatonicError
 from ..items import Items, Row, file_stamp
 from ..tasks import DEFAULT_TEMPLATE, Task
-from .folders import check_class_names, scan_classes, split_task, subfolders
+from .folders import check_class_names, class_key, scan_classes, split_task, subfolders
 from .images import IMAGE_SUFFIXES, image_files
+from .paper_prompts import DIGITS, GTSRB_NAMES, TEMPLATES
 
 __all__ = ["DATASETS", "ArrayRows", "torchvision_task"]
 
@@ -107,26 +109,10 @@ def _dtd(root: Path, verify: bool) -> Loaded:
     return _official((train._image_files, train._labels), (test._image_files, test._labels), [_words(c) for c in train.classes], verify)
 
 
-GTSRB_NAMES = (
-    "speed limit 20 km/h", "speed limit 30 km/h", "speed limit 50 km/h", "speed limit 60 km/h", "speed limit 70 km/h",
-    "speed limit 80 km/h", "end of speed limit 80 km/h", "speed limit 100 km/h", "speed limit 120 km/h", "no passing",
-    "no passing for vehicles over 3.5 tons", "right of way at the next intersection", "priority road", "yield", "stop",
-    "no vehicles", "vehicles over 3.5 tons prohibited", "no entry", "general caution", "dangerous curve to the left",
-    "dangerous curve to the right", "double curve", "bumpy road", "slippery road", "road narrows on the right", "road work",
-    "traffic signals", "pedestrians", "children crossing", "bicycles crossing", "beware of ice or snow",
-    "wild animals crossing", "end of all speed and passing limits", "turn right ahead", "turn left ahead", "ahead only",
-    "go straight or right", "go straight or left", "keep right", "keep left", "roundabout mandatory", "end of no passing",
-    "end of no passing for vehicles over 3.5 tons",
-)
-
-
 def _gtsrb(root: Path, verify: bool) -> Loaded:
     train, test = _tv("GTSRB", str(root), split="train"), _tv("GTSRB", str(root), split="test")
     train_paths = [p for p, _ in train._samples]  # the class is the folder's number (torchvision counts the folders present)
     return _official((train_paths, [int(Path(p).parent.name) for p in train_paths]), tuple(map(list, zip(*test._samples))), list(GTSRB_NAMES), verify)
-
-
-DIGITS = [str(d) for d in range(10)]
 
 
 def _split_arrays(classnames: list[str], parts: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> Loaded:
@@ -144,7 +130,7 @@ def _mnist(root: Path, verify: bool) -> Loaded:
     for train in (True, False):
         ds = _tv("MNIST", str(root), train=train)
         parts.append((os.path.join(ds.raw_folder, ("train" if train else "t10k") + "-images-idx3-ubyte"), ds.data.numpy(), ds.targets.numpy()))
-    return _split_arrays(DIGITS, parts)
+    return _split_arrays(list(DIGITS), parts)
 
 
 def _svhn(root: Path, verify: bool) -> Loaded:
@@ -158,7 +144,7 @@ def _svhn(root: Path, verify: bool) -> Loaded:
         mat = loadmat(str(path))
         labels = mat["y"].astype(np.int64).reshape(-1) % 10  # SVHN labels the digit 0 as 10
         parts.append((str(path), np.ascontiguousarray(np.transpose(mat["X"], (3, 0, 1, 2))), labels))
-    return _split_arrays(DIGITS, parts)
+    return _split_arrays(list(DIGITS), parts)
 
 
 class _ArraysOnly(pickle.Unpickler):
@@ -227,13 +213,28 @@ def _resisc45(root: Path, verify: bool) -> Loaded:
 
 
 SYNSET_FILES = ("LOC_synset_mapping.txt", "synset_words.txt")
+ILSVRC_CLASSES = 1000
+
+
+def bundled_imagenet_names() -> tuple[str, ...]:
+    """The 1000 ILSVRC class names in sorted-wnid order: open_clip's curated (CLIP) names, except where two classes
+    share one (missile, sunglasses): those take torchvision's ImageNet category names."""
+    from open_clip.zero_shot_metadata import IMAGENET_CLASSNAMES
+    from torchvision.models import ResNet50_Weights
+
+    plain = ResNet50_Weights.IMAGENET1K_V1.meta["categories"]  # shipped with torchvision, nothing is downloaded
+    shared = Counter(class_key(n) for n in IMAGENET_CLASSNAMES)
+    return tuple(p if shared[class_key(c)] > 1 else c for c, p in zip(IMAGENET_CLASSNAMES, plain))
 
 
 def _imagenet_val(root: Path, verify: bool) -> Loaded:
+    """Class names: classnames.txt, else the bundled names for the 1000 ILSVRC folders, else the first synonym
+    of each wnid in the synset mapping."""
     folder = root / "val" if (root / "val").is_dir() else root
     custom = root / "classnames.txt"
     mapping_file = next((root / f for f in SYNSET_FILES if (root / f).is_file()), None)
-    if mapping_file is None and not custom.is_file():
+    bundled = bundled_imagenet_names() if not custom.is_file() and len(subfolders(folder)) == ILSVRC_CLASSES else None
+    if mapping_file is None and not custom.is_file() and bundled is None:  # not the 1000 ILSVRC folders
         raise FileNotFoundError(root / SYNSET_FILES[0])
 
     def names(wnids: list[str]) -> list[str]:
@@ -241,6 +242,8 @@ def _imagenet_val(root: Path, verify: bool) -> Loaded:
             given = [line.strip() for line in custom.read_text(encoding="utf-8").splitlines() if line.strip()]
             order = [line.split()[0] for line in mapping_file.read_text().splitlines() if line.strip()] if mapping_file else sorted(wnids)
             table = dict(zip(order, given))
+        elif bundled is not None:
+            table = dict(zip(sorted(wnids), bundled))
         else:
             table = {}
             for line in mapping_file.read_text(encoding="utf-8").splitlines():
@@ -255,18 +258,19 @@ def _imagenet_val(root: Path, verify: bool) -> Loaded:
 
 
 DATASETS: dict[str, Dataset] = {
-    "eurosat": Dataset(_eurosat, "DIR/eurosat/2750/<class>/*.jpg", "a centered satellite photo of {}."),
-    "dtd": Dataset(_dtd, "DIR/dtd/dtd/images/<class>/*.jpg with DIR/dtd/dtd/labels/train1.txt and test1.txt", "a photo of a {} texture."),
+    "eurosat": Dataset(_eurosat, "DIR/eurosat/2750/<class>/*.jpg", TEMPLATES["eurosat"]),
+    "dtd": Dataset(_dtd, "DIR/dtd/dtd/images/<class>/*.jpg with DIR/dtd/dtd/labels/train1.txt and test1.txt", TEMPLATES["dtd"]),
     "gtsrb": Dataset(_gtsrb, "DIR/gtsrb/GTSRB/Training/<00000..00042>/*.ppm, DIR/gtsrb/GTSRB/Final_Test/Images/*.ppm and DIR/gtsrb/GT-final_test.csv",
-                     "a photo of a {} traffic sign."),
-    "mnist": Dataset(_mnist, "DIR/MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte", "a photo of the number {}."),
-    "svhn": Dataset(_svhn, "DIR/train_32x32.mat and DIR/test_32x32.mat", "a photo of the number {}."),
+                     TEMPLATES["gtsrb"]),
+    "mnist": Dataset(_mnist, "DIR/MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte", TEMPLATES["mnist"]),
+    "svhn": Dataset(_svhn, "DIR/train_32x32.mat and DIR/test_32x32.mat", TEMPLATES["svhn"]),
     "cifar100": Dataset(_cifar100, "DIR/cifar-100-python/{train,test,meta}"),
     "stanford_cars": Dataset(_stanford_cars, "DIR/stanford_cars/{cars_train,cars_test}/*.jpg, DIR/stanford_cars/devkit/{cars_meta,cars_train_annos}.mat "
                              "and DIR/stanford_cars/cars_test_annos_withlabels.mat"),
     "sun397": Dataset(_sun397, "DIR/SUN397/ClassName.txt and DIR/SUN397/<letter>/<class>/sun_*.jpg (optionally Training_01.txt, Testing_01.txt)"),
-    "resisc45": Dataset(_resisc45, "DIR/NWPU-RESISC45/<class>/*.jpg", "a satellite photo of {}."),
-    "imagenet_val": Dataset(_imagenet_val, "DIR/val/<wnid>/*.JPEG with DIR/LOC_synset_mapping.txt (or synset_words.txt, or classnames.txt)"),
+    "resisc45": Dataset(_resisc45, "DIR/NWPU-RESISC45/<class>/*.jpg", TEMPLATES["resisc45"]),
+    "imagenet_val": Dataset(_imagenet_val, "DIR/val/<wnid>/*.JPEG with DIR/LOC_synset_mapping.txt (or synset_words.txt, or classnames.txt; "
+                                          "none needed for the 1000 ILSVRC folders)"),
 }
 ALIASES = {"cifar-100": "cifar100", "cars": "stanford_cars", "stanfordcars": "stanford_cars", "imagenet": "imagenet_val", "nwpu-resisc45": "resisc45"}
 
@@ -297,7 +301,7 @@ def torchvision_task(
     except (RuntimeError, FileNotFoundError, KeyError, IndexError, ValueError) as exc:
         if isinstance(exc, PlatonicError):
             raise
-        raise PlatonicError(f"{key} under {str(root)!r} is not in the expected layout {spec.layout} ({type(exc).__name__}: {exc})") from None
+        raise LayoutError(f"{key} under {str(root)!r} is not in the expected layout {spec.layout} ({type(exc).__name__}: {exc})") from None
     names = list(classnames) if classnames is not None else loaded.classnames
     if len(names) != len(loaded.classnames):
         raise PlatonicError(f"{key} has {len(loaded.classnames)} classes, got {len(names)} class names")
