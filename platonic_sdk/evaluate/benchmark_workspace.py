@@ -2,8 +2,8 @@
 task, and the benchmark's controls and held-out set (evaluation only).
 
 Fine-tunes live in one folder as `<family>/<task>.safetensors` task vectors (what `platonic finetune -o`
-writes). A missing one is made once with the family's recipe (METHOD sec. 6) and saved there; every
-run then reads the files, so a rerun resumes on the same weights. A file made with another recipe or
+writes). A missing one is made once with the family's recipe (METHOD sec. 6) and saved there (under
+torchrun the missing ones are dealt over the ranks); every run then reads the files, so a rerun resumes on the same weights. A file made with another recipe or
 on other train data (file stamps) is refused, naming it.
 """
 
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..data.benchmark import LoadedBenchmark
+from ..distributed import map_sharded
 from ..errors import PlatonicError
 from ..finetune.source import FinetuneConfig, FineTuned, finetune
 from ..protocol import DualEncoder
@@ -39,22 +40,24 @@ def _as_json(value: Any) -> Any:
     return json.loads(json.dumps(value, sort_keys=True))
 
 
-def source_finetune(pre: DualEncoder, task: Task, path: Path, recipe: FinetuneConfig, progress: bool = False) -> DualEncoder:
-    """`pre` fine-tuned on `task`: read from `path`, else made with `recipe` and saved there first."""
-    stamp = train_stamp(task)
-    if not path.is_file():
-        tuned = finetune(pre, task, recipe, progress=progress)
-        if not tuned.task_vector.deltas:
-            raise PlatonicError(f"fine-tuning {pre.family} on {task.name!r} changed no weight (losses {list(tuned.losses)[:3]}): "
-                                "are its class prompts indistinguishable to this model?")
-        tuned.task_vector.metadata["train_stamp"] = stamp
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tuned.save(path)
+def make_finetune(pre: DualEncoder, task: Task, path: Path, recipe: FinetuneConfig, progress: bool = False) -> None:
+    """Fine-tune `pre` on `task` with `recipe` and save it to `path` (with the train data's stamp)."""
+    tuned = finetune(pre, task, recipe, progress=progress)
+    if not tuned.task_vector.deltas:
+        raise PlatonicError(f"fine-tuning {pre.family} on {task.name!r} changed no weight (losses {list(tuned.losses)[:3]}): "
+                            "are its class prompts indistinguishable to this model?")
+    tuned.task_vector.metadata["train_stamp"] = train_stamp(task)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tuned.save(path)
+
+
+def read_finetune(pre: DualEncoder, task: Task, path: Path, recipe: FinetuneConfig) -> DualEncoder:
+    """The fine-tune saved at `path`, refused unless made from `pre`'s family on `task`'s train data with `recipe`."""
     loaded = FineTuned.load(path, pre)
     meta = loaded.metadata
     problems = [f"{k} {meta.get(k)!r} (this run: {v!r})" for k, v in _as_json(recipe.describe()).items() if _as_json(meta.get(k)) != v]
     problems += [f"task {meta.get('task')!r}"] if meta.get("task") != task.name else []
-    problems += ["other train data (file stamps)"] if meta.get("train_stamp") != stamp else []
+    problems += ["other train data (file stamps)"] if meta.get("train_stamp") != train_stamp(task) else []
     if problems:
         raise PlatonicError(f"fine-tune {path} is not {pre.family}'s on this run's {task.name!r}: it was made with "
                             f"{'; '.join(problems)}; delete it to fine-tune again, or repeat the options it was made with")
@@ -69,14 +72,15 @@ def benchmark_workspace(
     progress: bool = False,
     **options: Any,
 ) -> Workspace:
-    """Workspace of `models` on the benchmark's tasks, with every (family, task) fine-tune from `finetunes`
-    (made there with `recipe(family)` when missing); `options` go to Workspace (ridges, per_class, ...)."""
+    """Workspace of `models` on the benchmark's tasks, with every (family, task) fine-tune from `finetunes`;
+    the missing ones are made there first with `recipe(family)` (under torchrun, dealt over the ranks).
+    `options` go to Workspace (ridges, per_class, ...)."""
     if not models:
         raise PlatonicError(f"benchmark {loaded.benchmark.name}: no families to run")
-    finetuned = {}
-    for family, pre in models.items():
-        config = recipe(family)
-        for entry in loaded.benchmark.tasks:
-            path = finetune_file(finetunes, family, entry.name)
-            finetuned[(family, entry.name)] = source_finetune(pre, loaded.tasks[entry.name], path, config, progress)
+    pairs = [(family, entry.name) for family in models for entry in loaded.benchmark.tasks]
+    recipes = {family: recipe(family) for family in models}
+    missing = [(f, t) for f, t in pairs if not finetune_file(finetunes, f, t).is_file()]
+    map_sharded(lambda ft: make_finetune(models[ft[0]], loaded.tasks[ft[1]], finetune_file(finetunes, *ft), recipes[ft[0]], progress),
+                missing, label=lambda _, ft: f"fine-tuning {ft[0]} on {ft[1]!r}")
+    finetuned = {(f, t): read_finetune(models[f], loaded.tasks[t], finetune_file(finetunes, f, t), recipes[f]) for f, t in pairs}
     return Workspace(models, loaded.tasks, finetuned, loaded.controls, progress=progress, **options)
