@@ -105,3 +105,40 @@ def test_cuda_pinned_worker_path_and_autocast(items) -> None:
         assert (a @ a).dtype == torch.bfloat16
     _, Zb = site_features(encoder, items, batch_size=8, amp=True)
     assert float(torch.nn.functional.cosine_similarity(Zb, Z).min()) > 0.99
+
+
+class _SeenOnCuda:
+    """A TinyEncoder that reports a CUDA device (its forward runs on the CPU); records probe batch sizes."""
+
+    device = torch.device("cuda")
+
+    def __init__(self, encoder: TinyEncoder):
+        self._encoder, self.probes = encoder, []
+
+    def embed_media(self, batch):
+        self.probes.append(batch.shape[0])
+        return self._encoder.embed_media(batch)
+
+    def __getattr__(self, name):
+        return getattr(self._encoder, name)
+
+
+@pytest.mark.parametrize(("per_item", "free", "expected"), [
+    (2**20, 100 * 2**20, 32),  # half of 100 MiB holds 50 items of 1 MiB: the power of two below
+    (2**20, 2**40, 1024),  # capped
+    (2**30, 2**30, 8),  # not even one item fits in the share: the probe's own size
+])
+def test_cuda_batch_size_follows_the_probe_peak_and_free_memory(items, monkeypatch, per_item, free, expected) -> None:
+    """The CUDA probe (faked on the CPU): peak memory of a forward over 8 items, per item, against half the free memory."""
+    from platonic_sdk.accel import device_batch_size
+
+    encoder = _SeenOnCuda(TinyEncoder(seed=7))
+    before = 5 * 2**20
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: before)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: before + sum(encoder.probes) * per_item)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free, 2 * free))
+    assert device_batch_size(encoder, items) == expected
+    assert encoder.probes == [8]  # one probe forward of 8 items
+    assert device_batch_size(TinyEncoder(seed=7), items) == accel.CPU_BATCH  # off CUDA: the CPU batch, no probe

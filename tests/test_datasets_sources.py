@@ -105,9 +105,24 @@ def test_a_folder_in_another_layout_names_the_expected_one(tmp_path, dataset):
     from platonic_sdk.data.torchvision_sets import DATASETS
 
     (tmp_path / "wrong" / "some" / "thing").mkdir(parents=True)
+    before = sorted(tmp_path.rglob("*"))
     with pytest.raises(PlatonicError) as info:
         torchvision_task(dataset, tmp_path / "wrong")
     assert "not in the expected layout" in str(info.value) and DATASETS[dataset].layout in str(info.value)
+    assert sorted(tmp_path.rglob("*")) == before  # nothing downloaded, extracted or written
+
+
+def test_the_cli_names_the_expected_layout_in_one_line_and_writes_nothing(tmp_path, capsys):
+    from platonic_sdk.data.torchvision_sets import DATASETS
+    from platonic_sdk.worlds.zoo import ZOO_DIR
+
+    (tmp_path / "wrong" / "2750").mkdir(parents=True)
+    before = sorted(tmp_path.rglob("*"))
+    status = cli.main(["evaluate", "--family", "clip", "--checkpoint", str(ZOO_DIR / "clip"), "--task", f"torchvision:eurosat:{tmp_path / 'wrong'}",
+                       "--cache-dir", str(tmp_path / "cache"), "--quiet"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith("platonic evaluate: error:") and err.count("\n") == 1
+    assert DATASETS["eurosat"].layout in err and sorted(tmp_path.rglob("*")) == before  # no cache folder either
 
 
 def test_unknown_datasets_and_bad_specs_are_refused(tmp_path):

@@ -13,6 +13,7 @@ from platonic_sdk.accel import CPU_BATCH, default_workers, device_batch_size
 from platonic_sdk.data.images import ImageFile, image_folder_task, read_image
 from platonic_sdk.errors import PlatonicError
 from platonic_sdk.evaluate import accuracy
+from platonic_sdk.feature_store import FeatureStore
 from platonic_sdk.features import site_features
 from platonic_sdk.items import Items, join, take
 from platonic_sdk.tasks import Grid, Split, Task
@@ -80,11 +81,13 @@ def test_an_image_failing_in_a_worker_is_named_in_one_line(tmp_path, zoo_clip):
     task = image_folder_task(root, test_fraction=0.5)
     bad = task.test.items.paths[-1]
     Path(bad).write_bytes(b"\x89PNG\r\n\x1a\n not really a png")
+    store = FeatureStore(tmp_path / "cache")
     for workers in (0, 1):
         with pytest.raises(PlatonicError) as info:
-            site_features(zoo_clip, task.test.items, batch_size=3, workers=workers)
+            site_features(zoo_clip, task.test.items, batch_size=3, workers=workers, cache=store)
         message = str(info.value)
         assert message.startswith(f"cannot read image {bad!r}") and "\n" not in message and "worker" not in message
+        assert not store.root.exists() or not any(p.is_file() for p in store.root.rglob("*"))  # no entry, no partial file
 
 
 def test_worker_and_batch_defaults_follow_the_items_and_the_device(tmp_path, zoo_clip):

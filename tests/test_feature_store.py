@@ -122,6 +122,28 @@ def test_a_corrupt_entry_is_encoded_again_with_a_warning(tmp_path, task, zoo_cli
         FeatureCache.build(zoo_clip, task.test, cache=store)  # rewritten: reads cleanly
 
 
+def test_an_entry_of_another_model_under_this_key_is_encoded_again_with_a_warning(tmp_path, task, zoo_clip):
+    """An entry written for metaclip, found where clip's entry belongs (copied caches, a key collision): its
+    recorded key parts say so; clip's features are encoded, the entry is overwritten whole, nothing else is left."""
+    from platonic_sdk.worlds.zoo import load_models
+
+    other = load_models(names=["metaclip"])["metaclip"]
+    store = FeatureStore(tmp_path / "cache")
+    FeatureCache.build(other, task.test, cache=store)
+    (foreign,) = entries(store.root)
+    mine = store.path(store.key(store.parts(zoo_clip, task.test.items)))
+    mine.parent.mkdir(parents=True, exist_ok=True)
+    foreign.replace(mine)
+    with pytest.warns(UserWarning, match="is unusable \\(it records the key parts .* not "), Forwards(zoo_clip) as fw:
+        got = FeatureCache.build(zoo_clip, task.test, batch_size=3, cache=store)
+    assert fw.count == 2 and torch.equal(got.raw_embeddings, site_features(zoo_clip, task.test.items, batch_size=3)[1])
+    assert [p for p in store.root.rglob("*") if p.is_file()] == [mine]  # no temporary file left beside it
+    with warnings.catch_warnings(), Forwards(zoo_clip) as fw:
+        warnings.simplefilter("error")
+        again = FeatureCache.build(zoo_clip, task.test, cache=store)  # rewritten for clip: read cleanly
+    assert fw.count == 0 and torch.equal(again.raw_embeddings, got.raw_embeddings)
+
+
 def test_writes_are_atomic(tmp_path, task, zoo_clip, monkeypatch):
     import safetensors.torch
 
