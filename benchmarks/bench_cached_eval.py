@@ -59,8 +59,8 @@ def run(device: str = "cpu", size: str = "small", batch_size: int = 64) -> dict[
     def reencoded() -> list[tuple[float, torch.Tensor]]:
         """Per strength: fold, re-encode (as evaluate.accuracy does), remove; keep accuracy and logits."""
         out = []
-        for alpha in strengths:
-            with edit.scaled(alpha).applied_to(encoder):
+        for strength in strengths:
+            with edit.scaled(strength).applied_to(encoder):
                 g, f = landmarks(encoder, task.prompts()), encode_items(encoder, task.test.items, batch_size)
                 out.append((accuracy_of(predict(f, g), task.test.labels), f @ g.T))
         return out

@@ -40,7 +40,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ci", action="store_true", help="tiny random models and a tiny world (seconds)")
     parser.add_argument("--out", default="out/audio_experiment", help="output folder (report.md, figures/)")
-    parser.add_argument("--alpha", type=float, default=default(CellSettings, "alpha"), help="addition strength")
+    parser.add_argument("--strength", type=float, default=default(CellSettings, "addition_strength"), help="strength on addition cells")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: the study is many small products)")
     args = parser.parse_args()
     import torch
@@ -50,8 +50,8 @@ def main() -> None:
     world = AudioWorld(train_per_class=3, test_per_class=2) if args.ci else AudioWorld()
     # the shipped zoo runs with the audio world's tuned settings (ridges), as `platonic grid --world audio` does
     ws = tiny(world, list(world.trio[:2])) if args.ci else zoo_workspace("audio")[0]
-    config = ExperimentConfig(settings=CellSettings(alpha=args.alpha), held_out=tuple(world.trio),
-                              **({"sweep_alphas": (0.0, 0.5, 1.0)} if args.ci else {}))
+    config = ExperimentConfig(settings=CellSettings(addition_strength=args.strength), held_out=tuple(world.trio),
+                              **({"sweep_strengths": (0.0, 0.5, 1.0)} if args.ci else {}))
     summary = run_experiment(ws, args.out, config, {"world": "audio", "seed": world.seed, "example": "audio_transfer_experiment"},
                              progress=True)
     print(f"{summary['cells']['records']} cells over {', '.join(ws.families)}; report: {args.out}/report.md")

@@ -51,7 +51,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ci", action="store_true", help="tiny random models and a tiny world (seconds)")
     parser.add_argument("--out", default="out/compose_app", help="output folder")
-    parser.add_argument("--alpha", type=float, default=default(CellSettings, "alpha"), help="strength of the folded edit (paper: 0.5)")
+    parser.add_argument("--strength", type=float, default=default(CellSettings, "addition_strength"), help="strength of the folded edit (paper: 0.5)")
     args = parser.parse_args()
     out = Path(args.out)
 
@@ -70,7 +70,7 @@ def main() -> None:
     bank = ps.OperatorBank(target, image.ridge_a, image.ridge_b)
     for grid in grids.values():
         bank.add_grid(grid)
-    edit = bank.edit(utds[TASKS[0]] + utds[TASKS[1]], alpha=args.alpha)
+    edit = bank.edit(utds[TASKS[0]] + utds[TASKS[1]], strength=args.strength)
 
     # 3. what the edit does: both tasks up, the control set (mostly) untouched
     names = [*TASKS, CONTROL]
@@ -83,7 +83,7 @@ def main() -> None:
     # the fit on the probe grids, L(E) of METHOD sec. 3 (sum over grids of ||UTD[E] - U||^2 / M): it moves at any size
     composition = utds[TASKS[0]] + utds[TASKS[1]]
     unedited = composition.objective({gid: 0 * u for gid, (_, u) in composition.by_grid().items()})
-    print(f"transfer loss on the probe grids: {unedited:.4g} unedited -> {bank.objective(composition, edit.operator, args.alpha):.4g} edited")
+    print(f"transfer loss on the probe grids: {unedited:.4g} unedited -> {bank.objective(composition, edit.operator, args.strength):.4g} edited")
     if args.ci:
         print("(--ci: two random tiny models fine-tuned for two steps share no structure that the edit could carry into "
               f"accuracy on {len(world.task(TASKS[0]).test.labels)} test items per task; the loss above shows the solve acts)")

@@ -157,7 +157,7 @@ def main() -> None:
     image = world_spec("image")  # the image world's tuned ridges and the default strength
     bank = ps.OperatorBank(target, image.ridge_a, image.ridge_b)
     bank.add_grid(grid)
-    edit = bank.edit(utd, alpha=CellSettings().alpha)
+    edit = bank.edit(utd, strength=CellSettings().addition_strength)
     before = accuracy(target, task)
     with edit.applied_to(target):
         after = accuracy(target, task)

@@ -12,7 +12,7 @@ import argparse
 import contextlib
 import inspect
 import sys
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from . import commands
 from .cli_values import (
@@ -32,6 +32,29 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class Renamed(argparse.Action):
+    """The deprecated spelling of an option (kept for one release): warns on stderr, stores into the new option."""
+
+    def __init__(self, *args: Any, new: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.new = new
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+        print(f"{parser.prog}: warning: {option_string} is deprecated and will be removed in the next release; use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_renamed(p: argparse.ArgumentParser, old: str, new: argparse.Action) -> None:
+    """Accept `old` (e.g. --alpha) as a hidden, deprecated spelling of the option `new`."""
+    p.add_argument(old, dest=new.dest, type=new.type, nargs=new.nargs, action=Renamed, new=new.option_strings[0],
+                   default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
+def _renamed_keys(p: argparse.ArgumentParser) -> dict[str, Renamed]:
+    """Deprecated options by their config-file key (--sweep-alphas: sweep_alphas)."""
+    return {a.option_strings[0].lstrip("-").replace("-", "_"): a for a in p._actions if isinstance(a, Renamed)}
 
 
 def _common() -> Parser:
@@ -159,7 +182,7 @@ def build_parser() -> Parser:
     p.add_argument("--add", action="append", metavar="NAME", help="add a task: UTD file, or bank entry with --bank")
     p.add_argument("--negate", action="append", metavar="NAME", help="remove a task (coefficient -1)")
     p.add_argument("--term", action="append", metavar="NAME=COEF", help="a term with any coefficient")
-    p.add_argument("--alpha", type=finite_float, default=0.5, help="strength folded into the model (0.5)")
+    add_renamed(p, "--alpha", p.add_argument("--strength", type=finite_float, default=0.5, help="strength folded into the model (0.5)"))
     p.add_argument("-o", "--output", type=output_file, metavar="FILE", help="where to write the edit (.safetensors)")
     p.add_argument("--save-model", type=output_dir, metavar="DIR", help="also save the edited checkpoint with the family's save "
                    "(with --bank: of the bank's target unless --family/--checkpoint say otherwise)")
@@ -190,13 +213,17 @@ def build_parser() -> Parser:
     p.add_argument("--methods", type=lambda v: v.split(","), metavar="M1,M2,...",
                    help=f"registered cell methods, e.g. closed_form,lora (zero_shot always; default: {','.join(CACHED)})")
     p.add_argument("--method-cells", action="append", metavar="NAME=N", help="cap a method's cells per kind and group (N or all; lora: 8)")
-    for name, knob in (("alpha", "addition strength"), ("strength", "negation strength"), ("weight_space_coef", "task-arithmetic coefficient")):
-        p.add_argument(f"--{name.replace('_', '-')}", type=finite_float, help=f"{knob} ({default(CellSettings, name)})")
+    for old, kind in (("alpha", "addition"), ("strength", "negation"), ("weight_space_coef", "weight_space")):
+        name = f"{kind}_strength"
+        what = "strength of weight-space task vectors" if kind == "weight_space" else f"closed-form strength on {kind} cells"
+        add_renamed(p, f"--{old.replace('_', '-')}",
+                    p.add_argument(f"--{name.replace('_', '-')}", type=finite_float, help=f"{what} ({default(CellSettings, name)})"))
     _centre_option(p)
     p.add_argument("--lora-lr", type=positive_float, help="LoRA-route learning rate (default: the world's, else LoraRouteConfig's)")
     p.add_argument("--lora-epochs", type=positive_int, help="LoRA-route epochs (default: the world's, else LoraRouteConfig's)")
     p.add_argument("--lora-steps", type=positive_int, help="cap on LoRA-route steps (default: LoraRouteConfig's)")
-    p.add_argument("--sweep-alphas", nargs="+", type=finite_float, help="strengths of the sweep (default: 0 to 2 in steps of 0.25)")
+    add_renamed(p, "--sweep-alphas", p.add_argument("--sweep-strengths", nargs="+", type=finite_float,
+                                                    help="strengths of the sweep (default: 0 to 2 in steps of 0.25)"))
     p.add_argument("--sweep-cells", type=count, help=f"cells per kind in the strength sweep, evenly spaced ({default(ExperimentConfig, 'sweep_cells')}; 0: all)")
     p.add_argument("--held-out", nargs="+", metavar="TASK", help="related tasks then the held-out task (worlds: their trio)")
     p.add_argument("--no-similarity", action="store_true", help="skip the descriptor similarity study")
@@ -262,17 +289,27 @@ def apply_config(parser: Parser, argv: Sequence[str], args: argparse.Namespace) 
     strange = sorted(tables - set(_subparser_names(parser)))
     if strange:
         raise PlatonicError(f"config file {args.config}: unknown table(s) {strange}; tables are named after subcommands")
-    key = lambda k: k.replace("-", "_")  # noqa: E731
+    renamed = _renamed_keys(_subparser(parser, args.command))  # the command's deprecated keys (grid's strength is not edit's)
+
+    def key(k: str) -> str:
+        k = k.replace("-", "_")
+        if k in renamed:
+            print(f"platonic: warning: config key {k} is deprecated and will be removed in the next release; "
+                  f"use {renamed[k].new.lstrip('-').replace('-', '_')}", file=sys.stderr)
+            return renamed[k].dest
+        return k
+
     everywhere = {key(k): v for k, v in data.items() if k not in tables}
     section = {key(k): v for k, v in data.get(args.command, {}).items()}
     known = set(vars(args)) - {"func", "command", "config"}
     anywhere = {a.dest for p in _subparsers(parser).values() for a in p._actions} | {"models", "finetuned"}
+    anywhere |= {k for p in _subparsers(parser).values() for k in _renamed_keys(p)}
     unknown = sorted([k for k in section if k not in known] + [k for k in everywhere if k not in anywhere])
     if unknown:
         raise PlatonicError(f"config file {args.config}: unknown setting(s) for `{args.command}`: {', '.join(unknown)}")
     # top-level keys apply where the command has that option; the command's table always applies
     settings = {**{k: v for k, v in everywhere.items() if k in known}, **section}
-    actions = {a.dest: a for a in _subparser(parser, args.command)._actions}
+    actions = {a.dest: a for a in _subparser(parser, args.command)._actions if not isinstance(a, Renamed)}
     for k, v in settings.items():
         try:
             settings[k] = config_tables(k, v) if k not in actions else config_value(actions[k], v)

@@ -348,7 +348,7 @@ def cmd_edit(args: argparse.Namespace) -> int:
     target = None
     if args.bank:
         saved = OperatorBank.load(args.bank)
-        edit, family = saved.edit(terms, args.alpha), saved.target_family
+        edit, family = saved.edit(terms, args.strength), saved.target_family
         if args.family and args.family != family:
             raise PlatonicError(f"bank {args.bank} was built for {family!r}, not {args.family!r}")
     else:
@@ -359,7 +359,7 @@ def cmd_edit(args: argparse.Namespace) -> int:
         for label, utd in descriptors.items():
             bank.add_grid(descriptor_grid(label, utd, tasks, args))
         composition = sum((c * descriptors[n] for n, c in terms), Composition(()))
-        edit = bank.edit(composition, args.alpha)
+        edit = bank.edit(composition, args.strength)
     if args.output:
         edit.save(args.output)
         print(f"wrote {args.output}: {edit!r}")
@@ -511,10 +511,10 @@ def _grid(args: argparse.Namespace, folder) -> int:
     counts = {k: v or None for k, v in given("sweep_cells", "similarity_probes").items()}  # 0: every cell / probe
     config = ExperimentConfig(
         cells=selections(args.kinds, args.groups, args.max_cells), pairing=args.pairing,
-        settings=CellSettings(**given("alpha", "strength", "weight_space_coef"), lora=lora, seed=args.seed, **centre_kinds(args)),
+        settings=CellSettings(**given("addition_strength", "negation_strength", "weight_space_strength"), lora=lora, seed=args.seed, **centre_kinds(args)),
         methods=tuple(dict.fromkeys(["zero_shot", *args.methods])) if args.methods else CACHED,
         method_cells=dict(parse_method_cells(args.method_cells or [])), held_out=tuple(held_out), similarity=not args.no_similarity,
-        **given("sweep_alphas"), **counts,
+        **given("sweep_strengths"), **counts,
     )
     describe = {**describe, "command": "platonic grid", "task specs": [*(args.tasks or ()), *(args.controls or ())],
                 **{k: getattr(args, k) for k in ("world_seed", "train_per_class", "test_per_class", "test_fraction", "data_root")}}

@@ -3,7 +3,7 @@
 `renamed_keywords(old="new")` wraps a function (or an attrs class's `__init__`) so that `old=` is
 passed on as `new=`; `renamed_attribute("new")` is a read-only attribute under the old name. Both
 warn once per call site (Python's default filter), naming the new spelling; passing both spellings
-is an error.
+is a TypeError, as a keyword given twice is.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from __future__ import annotations
 import functools
 import warnings
 from typing import Any, Callable, TypeVar
-
-from .errors import PlatonicError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,7 +29,7 @@ def renamed_keywords(**renames: str) -> Callable[[F], F]:
             for old, new in renames.items():
                 if old in kwargs:
                     if new in kwargs:
-                        raise PlatonicError(f"{fn.__qualname__}: pass {new}= only ({old}= is its deprecated name)")
+                        raise TypeError(f"{fn.__qualname__}() got {new}= and its deprecated name {old}=; pass {new}= only")
                     warn_renamed(f"{fn.__qualname__}({old}=)", f"{new}=")
                     kwargs[new] = kwargs.pop(old)
             return fn(*args, **kwargs)

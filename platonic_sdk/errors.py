@@ -54,14 +54,14 @@ def check_finite(x: torch.Tensor, what: str) -> None:
         raise NonFiniteError(f"{what} contains {bad} NaN/inf value(s)")
 
 
-def check_strength(alpha: float, what: str = "alpha") -> float:
-    """Return alpha as a float, or raise when it is not a finite real number (bools and strings are refused)."""
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
-        raise WrongTypeError(f"{what} must be a finite real number, got {alpha!r} ({type(alpha).__name__})")
-    value = float(alpha)
-    if not math.isfinite(value):
-        raise NonFiniteError(f"{what} must be a finite number, got {alpha!r}")
-    return value
+def check_strength(value: float, what: str = "strength") -> float:
+    """Return `value` as a float, or raise when it is not a finite real number (bools and strings are refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise WrongTypeError(f"{what} must be a finite real number, got {value!r} ({type(value).__name__})")
+    number = float(value)
+    if not math.isfinite(number):
+        raise NonFiniteError(f"{what} must be a finite number, got {value!r}")
+    return number
 
 
 class TargetMismatchError(PlatonicError, ValueError):

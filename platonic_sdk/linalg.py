@@ -9,6 +9,7 @@ import attrs
 import torch
 from torch import Tensor
 
+from .deprecation import renamed_keywords
 from .errors import ShapeError, check_finite
 
 __all__ = [
@@ -197,15 +198,16 @@ def descriptor_cosine(a: Tensor, b: Tensor) -> float:
     return float(a64 @ b64 / denom) if denom > 0 else 0.0
 
 
-def edited_embeddings(S: Tensor, Z: Tensor, A: Tensor, alpha: float) -> Tensor:
-    """Exact raw embeddings after folding z -> z + alpha A s at the last affine site: Z + alpha S A^T."""
+@renamed_keywords(alpha="strength")
+def edited_embeddings(S: Tensor, Z: Tensor, A: Tensor, strength: float) -> Tensor:
+    """Exact raw embeddings after folding z -> z + c A s (c = `strength`) at the last affine site: Z + c S A^T."""
     if S.shape[0] != Z.shape[0] or A.shape != (Z.shape[1], S.shape[1]):
         raise ShapeError(f"operator {tuple(A.shape)} does not fit site inputs {tuple(S.shape)} and embeddings {tuple(Z.shape)}")
-    return Z + alpha * (S @ A.to(S.dtype).T)
+    return Z + strength * (S @ A.to(S.dtype).T)
 
 
 def first_order_change(S: Tensor, Z: Tensor, A: Tensor, G: Tensor) -> Tensor:
-    """d/d alpha of <normalize(z + alpha A s), g> at alpha = 0, per probe and landmark (P x M).
+    """d/dc of <normalize(z + c A s), g> at strength c = 0, per probe and landmark (P x M).
 
     With D = (S A^T) / ||z|| and f = z / ||z||: D G^T - (rowsum(D * f)) (f G^T). The solve fits only
     the first term (METHOD sec. 4); the second is the renormalisation's radial correction.

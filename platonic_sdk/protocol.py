@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from . import stack
+from .deprecation import renamed_keywords
 from .errors import CheckpointError, NonFiniteError, NotAffineError, ShapeError, check_finite
 
 SiteKind = Literal["projection", "residual_head"]
@@ -41,10 +42,10 @@ def read_marker(folder: str | os.PathLike) -> dict[str, Any]:
 class AffineSite:
     """The affine map that produces (or last adds into) the joint embedding z.
 
-    Every edit is z -> z + alpha * A s, where s is the site input column:
-    - ``projection``: s = z itself (A is d x d), folded as W_p <- (I + alpha A) W_p, b_p likewise;
+    Every edit is z -> z + c A s at strength c, where s is the site input column:
+    - ``projection``: s = z itself (A is d x d), folded as W_p <- (I + c A) W_p, b_p likewise;
     - ``residual_head``: s = [u; 1] with u the input of the head's last linear (A is d x (h + 1)),
-      folded as W_2 += alpha A[:, :h], b_2 += alpha A[:, h].
+      folded as W_2 += c A[:, :h], b_2 += c A[:, h].
 
     ``layout`` says how `weight` is stored: "out_in" (nn.Linear, z = W h) or "in_out" (z = h @ W).
     ``module`` is the nn.Module whose forward input is u (residual heads only).
@@ -93,22 +94,24 @@ class AffineSite:
                 f"(needs {self.out_dim} x {self.in_dim})"
             )
 
-    def folded(self, A: Tensor, alpha: float) -> Callable[[dict[str, Tensor]], dict[str, Tensor]]:
-        """The pure update of this site's tensors for z -> z + alpha A s (what an edit stack replays)."""
+    @renamed_keywords(alpha="strength")
+    def folded(self, A: Tensor, strength: float) -> Callable[[dict[str, Tensor]], dict[str, Tensor]]:
+        """The pure update of this site's tensors for z -> z + strength A s (what an edit stack replays)."""
         self.check_operator(A)
         kind, layout = self.kind, self.layout
 
         def update(values: dict[str, Tensor]) -> dict[str, Tensor]:
-            deltas = fold_deltas(kind, layout, A, alpha, values)
+            deltas = fold_deltas(kind, layout, A, strength, values)
             return {n: (v.to(torch.float64) + deltas[n]).to(v.dtype) for n, v in values.items()}
 
         return update
 
     @torch.no_grad()
-    def fold(self, A: Tensor, alpha: float) -> None:
-        """Write z -> z + alpha A s into the site's weights (in place)."""
+    @renamed_keywords(alpha="strength")
+    def fold(self, A: Tensor, strength: float) -> None:
+        """Write z -> z + strength A s into the site's weights (in place)."""
         tensors = self.tensors()
-        for name, value in self.folded(A, alpha)({n: t.detach() for n, t in tensors.items()}).items():
+        for name, value in self.folded(A, strength)({n: t.detach() for n, t in tensors.items()}).items():
             tensors[name].copy_(value)
 
     def site_inputs(self, encoder: "DualEncoder", batch: Any) -> tuple[Tensor, Tensor]:
@@ -134,14 +137,14 @@ class AffineSite:
         return torch.cat([u, ones], dim=1), z
 
 
-def fold_deltas(kind: SiteKind, layout: str, A: Tensor, alpha: float, values: dict[str, Tensor]) -> dict[str, Tensor]:
-    """Float64 changes of a site's `values` ("weight", "bias") for z -> z + alpha A s.
+def fold_deltas(kind: SiteKind, layout: str, A: Tensor, strength: float, values: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Float64 changes of a site's `values` ("weight", "bias") for z -> z + c A s, c = `strength`.
 
-    projection: dW = alpha A W (out_in) or W (alpha A)^T (in_out), db = alpha A b;
-    residual head: dW = alpha A[:, :h] (transposed for in_out), db = alpha A[:, h].
+    projection: dW = c A W (out_in) or W (c A)^T (in_out), db = c A b;
+    residual head: dW = c A[:, :h] (transposed for in_out), db = c A[:, h].
     """
     weight = values["weight"]
-    A64 = alpha * A.detach().to(device=weight.device, dtype=torch.float64)
+    A64 = strength * A.detach().to(device=weight.device, dtype=torch.float64)
     if kind == "projection":
         W64 = weight.detach().to(torch.float64)
         out = {"weight": A64 @ W64 if layout == "out_in" else W64 @ A64.T}

@@ -65,7 +65,7 @@ def test_fold_equals_forward_undo_and_folder_round_trip(checkpoint, tmp_path):
     with torch.no_grad():
         s, z = site.site_inputs(enc, batch)
         A = torch.randn(512, 512, generator=torch.Generator().manual_seed(0)) / 512
-        edit = OperatorEdit(A, alpha=0.5).apply(enc)
+        edit = OperatorEdit(A, strength=0.5).apply(enc)
         assert torch.allclose(enc.embed_media(batch).double(), z.double() + 0.5 * s.double() @ A.double().T, atol=1e-4)
         edit.remove()
     assert all(torch.equal(t, before[k]) for k, t in enc.last_affine().tensors().items())

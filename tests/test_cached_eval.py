@@ -48,7 +48,7 @@ def test_cached_accuracy_equals_reencoded(family: str, config, source_descriptor
 
     changed = False
     for alpha in STRENGTHS:
-        edit = bank.edit(descriptor, alpha=alpha)
+        edit = bank.edit(descriptor, strength=alpha)
         with edit.applied_to(target):
             f_refolded = encode_items(target, task.test.items)
             reencoded_acc = accuracy(target, task, "test")

@@ -76,7 +76,7 @@ def test_fold_equals_forward_and_remove_restores(case):
     with torch.no_grad():
         s, z = site.site_inputs(enc, batch)
     A = torch.randn(enc.embed_dim, enc.embed_dim, generator=torch.Generator().manual_seed(1)) / enc.embed_dim
-    edit = OperatorEdit(A, alpha=0.5).apply(enc)
+    edit = OperatorEdit(A, strength=0.5).apply(enc)
     with torch.no_grad():
         z_edit = enc.embed_media(batch)
     expected = z.double() + 0.5 * s.double() @ A.double().T

@@ -143,15 +143,15 @@ def test_bank_edit_evaluate_chain(descriptors, capsys):
     platonic_together([
         ("bank", "--family", "siglip", "--checkpoint", "siglip_pre", "--descriptor", "a.safetensors", "b.safetensors", *WORLD, "-o", "bank.safetensors"),
         ("edit", "--family", "siglip", "--checkpoint", "siglip_pre", "--add", "a.safetensors", "--negate", "b.safetensors",
-         "--alpha", "0.7", *WORLD, "-o", "direct.safetensors", "--save-model", "edited"),
+         "--strength", "0.7", *WORLD, "-o", "direct.safetensors", "--save-model", "edited"),
     ], work)
     _, evaluated = platonic_together([
-        ("edit", "--bank", "bank.safetensors", "--add", "a", "--term", "b=-1", "--alpha", "0.7", "-o", "from_bank.safetensors"),
+        ("edit", "--bank", "bank.safetensors", "--add", "a", "--term", "b=-1", "--strength", "0.7", "-o", "from_bank.safetensors"),
         ("evaluate", "--family", "siglip", "--checkpoint", "siglip_pre", "--task", "small_shapes", "--task", "amber_shapes",
          "--edit", "direct.safetensors", "--json", *WORLD),
     ], work)
     direct, from_bank = Edit.load(work / "direct.safetensors"), Edit.load(work / "from_bank.safetensors")
-    assert direct.alpha == from_bank.alpha == 0.7
+    assert direct.strength == from_bank.strength == 0.7
     assert torch.allclose(direct.operator, from_bank.operator, atol=1e-6)
 
     rows = json.loads(evaluated.stdout)
@@ -179,7 +179,7 @@ train_per_class = 4
 test_per_class = 3
 per_class = 2
 ridge_b = 0.1
-sweep_alphas = [0.0, 0.5, 1.0]
+sweep_strengths = [0.0, 0.5, 1.0]
 quiet = true
 
 [grid.models.clip]
@@ -226,7 +226,7 @@ def test_grid_from_a_config_file(descriptors, capsys):
     assert "## Two-task addition" in report and "| ridge_b | 0.1 |" in report and "| ridge_a | 0.01 |" in report  # the library's ridge_a
     assert sorted(p.name for p in (work / "run/figures").iterdir()) == ["accumulation.png", "per_task.png", "similarity.png", "strength_sweep.png",
                                                                         "two_task_scatter.png"]
-    in_process(capsys, work, "grid", "run.settings.alpha: 0.5 -> 0.7", "--config", "grid.toml", "--out", "run", "--alpha", "0.7")
+    in_process(capsys, work, "grid", "run.settings.addition_strength: 0.5 -> 0.7", "--config", "grid.toml", "--out", "run", "--addition-strength", "0.7")
     old = Path.cwd()
     os.chdir(work)
     try:  # any registered method, the LoRA route included (two steps here), reported against the closed form

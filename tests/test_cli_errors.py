@@ -115,12 +115,12 @@ def test_numbers_out_of_range(work, capsys, option, value, words):
 
 
 def test_strengths_ridges_and_counts_out_of_range(work, capsys):
-    refused(capsys, work, "argument --sweep-alphas: must be a finite number, got nan", "grid", "--out", "run", "--sweep-alphas", "0", "nan")
-    refused(capsys, work, "argument --alpha: must be a finite number", "grid", "--out", "run", "--alpha", "inf")
+    refused(capsys, work, "argument --sweep-strengths: must be a finite number, got nan", "grid", "--out", "run", "--sweep-strengths", "0", "nan")
+    refused(capsys, work, "argument --addition-strength: must be a finite number", "grid", "--out", "run", "--addition-strength", "inf")
     refused(capsys, work, "argument --ridge-a: must be a finite number >= 0, got -1", "bank", "--descriptor", "a.safetensors", "--ridge-a", "-1")
     refused(capsys, work, "argument --ridge-b: must be a finite number >= 0, got nan", "grid", "--out", "run", "--ridge-b", "nan")
     refused(capsys, work, "argument --lora-cells: must be a whole number (0 or more), got -3", "demo", "--out", "run", "--lora-cells", "-3")
-    refused(capsys, work, "argument --alpha: must be a finite number", "edit", "--bank", "b.safetensors", "--add", "a", "--alpha", "nan", "-o", "e.safetensors")
+    refused(capsys, work, "argument --strength: must be a finite number", "edit", "--bank", "b.safetensors", "--add", "a", "--strength", "nan", "-o", "e.safetensors")
 
 
 def test_output_paths_of_the_wrong_kind(work, capsys):
@@ -174,9 +174,9 @@ CONFIGS = {
     "[grid]\nfinetuned = [1]\n": "entries must be tables",
     "[grid]\npairing = \"banana\"\n": "pairing = 'banana': invalid choice: 'banana' (choose from 'auto', 'distinct', 'any')",
     "[grid]\nkinds = [\"addition\", \"merging\"]\n": "invalid choice: 'merging'",
-    "[grid]\nsweep_alphas = [0.5, \"x\"]\n": "invalid float value: 'x'",
+    "[grid]\nsweep_strengths = [0.5, \"x\"]\n": "invalid float value: 'x'",
     "[grid]\nquiet = 1\n": "quiet = 1: is a flag: takes true or false, got an integer",
-    "[grid]\nalpha = true\n": "alpha = True: takes a number, got a bool",
+    "[grid]\naddition_strength = true\n": "addition_strength = True: takes a number, got a bool",
     "[grid]\nthreads = -2\n": "threads = -2: must be a positive integer, got -2",
     "[grid]\ndevice = \"banana\"\n": "'banana' is not a torch device",
     "[grid]\nkinds = []\n": "takes at least one value",

@@ -84,7 +84,7 @@ def test_bank_is_linear_over_compositions(setup):
 def test_folded_edit_changes_embeddings_exactly_and_undoes_bit_for_bit(setup):
     encoder, grid, bank, state, utd = setup
     before = _state(encoder)
-    edit = bank.edit(utd, alpha=0.5)
+    edit = bank.edit(utd, strength=0.5)
     with edit.applied_to(encoder):
         _, Z_after = site_features(encoder, grid.items)
         expected = edited_embeddings(state.site_inputs, state.raw_embeddings, edit.operator, 0.5)
@@ -97,7 +97,7 @@ def test_first_order_affinity_change_matches_measured(setup):
     encoder, grid, bank, state, utd = setup
     alpha = 1e-2
     A = bank.operator(utd)
-    edit = bank.edit(utd, alpha=alpha)
+    edit = bank.edit(utd, strength=alpha)
     with edit.applied_to(encoder):
         _, Z_after = site_features(encoder, grid.items)
     measured = (unit_rows(Z_after) - unit_rows(state.raw_embeddings)) @ state.landmarks.T / alpha
@@ -132,10 +132,10 @@ def test_failed_edits_change_nothing(setup, tmp_path):
 
 def test_edit_file_round_trip(setup, tmp_path):
     encoder, grid, bank, state, utd = setup
-    edit = bank.edit(utd, alpha=0.5, note="round trip")
+    edit = bank.edit(utd, strength=0.5, note="round trip")
     edit.save(tmp_path / "edit.safetensors")
     loaded = ps.Edit.load(tmp_path / "edit.safetensors")
-    assert isinstance(loaded, ps.OperatorEdit) and loaded.alpha == 0.5 and loaded.meta["note"] == "round trip"
+    assert isinstance(loaded, ps.OperatorEdit) and loaded.strength == 0.5 and loaded.meta["note"] == "round trip"
     assert torch.equal(loaded.operator, edit.operator)
     with edit.applied_to(encoder):
         first = _state(encoder)

@@ -30,11 +30,11 @@ def test_library_ridges_are_read_from_one_place():
 
 def test_grid_options_default_to_the_classes_and_the_worlds():
     args = cli.build_parser().parse_args(["grid", "--out", "x"])
-    for name in ("alpha", "strength", "weight_space_coef", "ridge_a", "ridge_b", "sweep_alphas", "sweep_cells", "similarity_probes",
+    for name in ("addition_strength", "negation_strength", "weight_space_strength", "ridge_a", "ridge_b", "sweep_strengths", "sweep_cells", "similarity_probes",
                  "train_per_class", "test_per_class"):
         assert getattr(args, name) is None, name  # None: the classes' (or the world's) value is used
     help_text = " ".join(cli._subparser(cli.build_parser(), "grid").format_help().split())
-    assert f"addition strength ({attrs.fields(CellSettings).alpha.default})" in help_text
+    assert f"closed-form strength on addition cells ({attrs.fields(CellSettings).addition_strength.default})" in help_text
     assert f"({ExperimentConfig().sweep_cells}; 0: all)" in help_text
 
 

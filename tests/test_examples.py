@@ -36,7 +36,7 @@ def test_compose_two_tasks_app(runs):
     proc, out = runs["compose_two_tasks_app"]
     assert proc.returncode == 0, proc.stderr
     edit = ps.Edit.load(out / "edit.safetensors")
-    assert edit.alpha == 0.5 and {t["task"] for t in edit.meta["terms"]} == set(ImageWorld().trio[:2])
+    assert edit.strength == 0.5 and {t["task"] for t in edit.meta["terms"]} == set(ImageWorld().trio[:2])
     assert ps.load("siglip", str(out / "edited_model")).family == "siglip"
     assert len(list((out / "descriptors").glob("*.safetensors"))) == 2
     loss = next(line for line in proc.stdout.splitlines() if line.startswith("transfer loss on the probe grids"))

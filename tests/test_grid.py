@@ -69,7 +69,7 @@ def test_groups_with_a_same_architecture_pair(ws):
 
 def test_cell_numbers_equal_real_folded_models(ws, models, tasks):
     cell = next(c for c in addition_cells(ws) if c.target == "siglip")
-    settings = CellSettings(alpha=0.7)
+    settings = CellSettings(addition_strength=0.7)
     record = evaluate_cell(ws, cell, settings)
     target = models["siglip"]
     bank = ps.OperatorBank(target, ws.ridge_a, ws.ridge_b)
@@ -93,14 +93,14 @@ def test_cell_numbers_equal_real_folded_models(ws, models, tasks):
         labelled.append(UTD(torch.from_numpy(L), grid.identity, task))
     for method, composition in (("closed_form", descriptors[0] + descriptors[1]), ("single_a", descriptors[0].as_composition()),
                                 ("label_reference", labelled[0] + labelled[1])):
-        with bank.edit(composition, settings.alpha).applied_to(target):
+        with bank.edit(composition, settings.addition_strength).applied_to(target):
             folded = {n: accuracy(target, tasks[n]) for n in names}
         assert record["results"][method] == pytest.approx(folded, abs=1e-6)
     assert record["results"]["zero_shot"] == pytest.approx({n: accuracy(target, tasks[n]) for n in names})
     assert set(record["results"]) == {"zero_shot", "random_utd", "single_a", "single_b", "closed_form", "oracle", "label_reference"}
     # centred addition: the closed form folds the operator of the row-centred descriptors
-    centred = evaluate_cell(ws, cell, CellSettings(alpha=0.7, centre=("addition",)), ["closed_form"])
-    with bank.edit(descriptors[0] + descriptors[1], settings.alpha, centre=True).applied_to(target):
+    centred = evaluate_cell(ws, cell, CellSettings(addition_strength=0.7, centre=("addition",)), ["closed_form"])
+    with bank.edit(descriptors[0] + descriptors[1], settings.addition_strength, centre=True).applied_to(target):
         folded = {n: accuracy(target, tasks[n]) for n in names}
     assert centred["results"]["closed_form"] == pytest.approx(folded, abs=1e-6)
     assert record["finetuned"][cell.tasks[0]] == pytest.approx(accuracy(ws.finetuned[("siglip", cell.tasks[0])], tasks[cell.tasks[0]]))
@@ -108,7 +108,7 @@ def test_cell_numbers_equal_real_folded_models(ws, models, tasks):
 
 def test_negation_and_weight_space_on_a_same_architecture_cell(ws, models, tasks):
     cell = next(c for c in negation_cells(ws, groups=["same-architecture"]) if c.target == "clip")
-    settings = CellSettings(strength=1.0, weight_space_coef=0.8)
+    settings = CellSettings(negation_strength=1.0, weight_space_strength=0.8)
     record = evaluate_cell(ws, cell, settings)
     (source,), (task,) = cell.sources, cell.tasks
     target = copy.deepcopy(models["clip"])
@@ -145,7 +145,7 @@ def test_merging_methods_on_a_same_architecture_cell(ws, models, tasks, method, 
     from platonic_sdk.finetune import merge
 
     cell = next(c for c in addition_cells(ws, groups=["same-architecture"], pairing="any") if c.target == "clip")
-    settings = CellSettings(weight_space_coef=0.7)
+    settings = CellSettings(weight_space_strength=0.7)
     result = merged_weight_space(method, **params)(ws, cell, settings)
     target = copy.deepcopy(models["clip"])
     vectors = [TaskVector.from_models(models[s].media_encoder, ws.finetuned[(s, t)].media_encoder) for s, t in zip(cell.sources, cell.tasks)]

@@ -20,7 +20,7 @@ def test_lora_cell_equals_a_manual_fit_and_leaves_the_target_untouched():
     cell = next(c for c in addition_cells(ws) if c.target == "siglip")
     target = ws.models[cell.target]
     before = _weights(target)
-    got = lora(ws, cell, CellSettings(alpha=0.7, lora=RECIPE))
+    got = lora(ws, cell, CellSettings(addition_strength=0.7, lora=RECIPE))
     assert all(torch.equal(v, target.model.state_dict()[k]) for k, v in before.items())
     names = [*cell.tasks, *ws.controls]
     assert set(got) == set(names)
@@ -33,7 +33,7 @@ def test_lora_cell_equals_a_manual_fit_and_leaves_the_target_untouched():
 def test_negation_cell_fits_the_negated_descriptor_and_deploys_at_the_cell_strength():
     ws = build_workspace()
     cell = next(c for c in negation_cells(ws) if c.target == "clip")
-    settings = CellSettings(alpha=0.9, strength=0.5, lora=RECIPE)
+    settings = CellSettings(addition_strength=0.9, negation_strength=0.5, lora=RECIPE)
     got = lora(ws, cell, settings)
     negated = (-ws.descriptor(cell.sources[0], cell.tasks[0])).centred()  # negation centres by default
     edit = fit_lora(ws.models["clip"], negated, [ws.grid(cell.tasks[0])], CONFIG, progress=False)
@@ -47,6 +47,6 @@ def test_addition_cell_deploys_at_the_cells_alpha_like_the_closed_form():
     strong = LoraRouteConfig(**{**RECIPE, "lr": 5e-2, "max_steps": 10})  # moves predictions, so the deploy strength shows
     edit = fit_lora(ws.models["clip"], composition, [ws.grid(t) for t in cell.tasks], strong, progress=False)
     names = [*cell.tasks, *ws.controls]
-    got = lora(ws, cell, CellSettings(alpha=0.3, strength=0.8, lora={**RECIPE, "lr": 5e-2, "max_steps": 10}))
+    got = lora(ws, cell, CellSettings(addition_strength=0.3, negation_strength=0.8, lora={**RECIPE, "lr": 5e-2, "max_steps": 10}))
     assert got == ws.live_accuracies("clip", names, edit.scaled(0.3))
     assert got != ws.live_accuracies("clip", names, edit)

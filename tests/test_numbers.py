@@ -142,7 +142,7 @@ def test_strengths_and_coefficients_must_be_real_numbers(encoder, value):
 
 def test_numpy_and_python_reals_are_accepted(encoder):
     for value in (0.5, 1, np.float32(0.5), np.float64(0.5), np.int64(1)):
-        assert OperatorEdit(torch.zeros(encoder.embed_dim, encoder.embed_dim), value).alpha == float(value)
+        assert OperatorEdit(torch.zeros(encoder.embed_dim, encoder.embed_dim), value).strength == float(value)
 
 
 # -- atomic files -----------------------------------------------------------------------------------

@@ -298,7 +298,7 @@ def test_cli_save_model_takes_the_target_from_the_bank(tmp_path):
     common = ["--task", "small_shapes", *WORLD]
     assert _run(tmp_path, "utd", "--family", "clip", "--checkpoint", "pre", "--ft-adapter", "elsewhere/adapter", *common, "-o", "a.safetensors") == 0
     assert _run(tmp_path, "bank", "--family", "clip", "--checkpoint", str(tmp_path / "pre"), "--descriptor", "a.safetensors", *common, "-o", "bank.safetensors") == 0
-    assert _run(tmp_path, "edit", "--bank", "bank.safetensors", "--add", "a", "--alpha", "0.5", "-o", "e.safetensors", "--save-model", "edited", "--quiet") == 0
+    assert _run(tmp_path, "edit", "--bank", "bank.safetensors", "--add", "a", "--strength", "0.5", "-o", "e.safetensors", "--save-model", "edited", "--quiet") == 0
     saved = ps.load("clip", str(tmp_path / "edited"))
     edit = Edit.load(tmp_path / "e.safetensors")
     batch = pre.preprocess(_items(pre))

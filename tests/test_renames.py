@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-from platonic_sdk.errors import PlatonicError
 from platonic_sdk.evaluate.features import FeatureCache
 from platonic_sdk.io import save_tensors
 from platonic_sdk.linalg import ridge_solver
@@ -32,7 +31,7 @@ def test_feature_cache_descriptive_names_and_deprecated_letters():
     with pytest.warns(DeprecationWarning, match=r"S=\).*use site_inputs="):
         old = FeatureCache(S=s, Z=z, labels=np.zeros(6))
     assert old.site_inputs is s and old.raw_embeddings is z
-    with pytest.raises(PlatonicError, match="site_inputs= only"):
+    with pytest.raises(TypeError, match="site_inputs= only"):
         FeatureCache(site_inputs=s, raw_embeddings=z, labels=np.zeros(6), S=s)
 
 
@@ -57,9 +56,91 @@ def test_grid_state_descriptive_names_and_deprecated_letters():
             assert torch.equal(getattr(state, old), getattr(state, new))
 
 
-def test_workspace_landmarks_and_deprecated_head():
-    ws = build_workspace()
+@pytest.fixture(scope="module")
+def ws():
+    return build_workspace()
+
+
+def test_workspace_landmarks_and_deprecated_head(ws):
     landmarks = ws.landmarks("clip", TASKS[0])
     assert landmarks.shape[0] == len(ws.tasks[TASKS[0]].classnames)
     with pytest.warns(DeprecationWarning, match=r"Workspace\.head is deprecated.*\.landmarks"):
         assert ws.head("clip", TASKS[0]) is landmarks
+
+
+def test_cell_settings_strength_names_and_deprecated_keywords():
+    from platonic_sdk.evaluate.settings import CellSettings, ExperimentConfig
+
+    new = CellSettings(addition_strength=0.7, negation_strength=0.9, weight_space_strength=0.3)
+    assert (new.strength_of("addition"), new.strength_of("negation")) == (0.7, 0.9)
+    with pytest.warns(DeprecationWarning) as caught:
+        old = CellSettings(alpha=0.7, strength=0.9, weight_space_coef=0.3)
+    assert old == new and len(caught) == 3
+    assert {"addition_strength", "negation_strength", "weight_space_strength"} <= set(new.as_dict())
+    assert not {"alpha", "strength", "weight_space_coef"} & set(new.as_dict())  # run.json records the new names
+    for name, value in (("alpha", 0.7), ("strength", 0.9), ("weight_space_coef", 0.3)):
+        with pytest.warns(DeprecationWarning, match=rf"CellSettings\.{name} is deprecated"):
+            assert getattr(new, name) == value
+    with pytest.warns(DeprecationWarning, match="sweep_strengths="):
+        config = ExperimentConfig(sweep_alphas=(0.0, 1.0))
+    assert config.sweep_strengths == (0.0, 1.0)
+    with pytest.raises(TypeError, match="addition_strength= only"):
+        CellSettings(alpha=0.1, addition_strength=0.2)
+
+
+def test_operator_edit_strength_and_files_that_say_alpha(tmp_path):
+    from platonic_sdk.edits.edit import Edit, OperatorEdit
+
+    A = torch.eye(3)
+    with pytest.warns(DeprecationWarning, match="use strength="):
+        edit = OperatorEdit(A, alpha=0.3)
+    assert edit.strength == 0.3 and edit.metadata()["strength"] == 0.3 and "alpha" not in edit.metadata()
+    with pytest.warns(DeprecationWarning, match=r"OperatorEdit\.alpha is deprecated"):
+        assert edit.alpha == 0.3
+    with pytest.warns(DeprecationWarning):
+        assert edit.scaled(alpha=0.6).strength == 0.6
+    save_tensors(tmp_path / "old.safetensors", {"operator": A}, "operator_edit", {"alpha": 0.7, "site_kind": "projection"})
+    assert Edit.load(tmp_path / "old.safetensors").strength == 0.7  # written before the rename
+    edit.save(tmp_path / "new.safetensors")
+    assert Edit.load(tmp_path / "new.safetensors").strength == 0.3
+
+
+def test_cli_keeps_the_old_strength_options_for_one_release(capsys, tmp_path):
+    from platonic_sdk import cli
+
+    parser = cli.build_parser()
+    args = parser.parse_args(["grid", "--out", "x", "--alpha", "0.7", "--strength", "0.8", "--weight-space-coef", "0.2",
+                              "--sweep-alphas", "0", "1"])
+    assert (args.addition_strength, args.negation_strength, args.weight_space_strength, args.sweep_strengths) == (0.7, 0.8, 0.2, [0.0, 1.0])
+    err = capsys.readouterr().err
+    for old, new in (("--alpha", "--addition-strength"), ("--strength", "--negation-strength"),
+                     ("--weight-space-coef", "--weight-space-strength"), ("--sweep-alphas", "--sweep-strengths")):
+        assert f"warning: {old} is deprecated and will be removed in the next release; use {new}" in err
+    edit = parser.parse_args(["edit", "--alpha", "0.4"])
+    assert edit.strength == 0.4 and "use --strength" in capsys.readouterr().err
+    assert parser.parse_args(["edit"]).strength == 0.5 and not capsys.readouterr().err
+    help_text = cli._subparser(parser, "grid").format_help()
+    assert "--addition-strength" in help_text and "--alpha" not in help_text and "--weight-space-coef" not in help_text
+    (tmp_path / "run.toml").write_text("[grid]\nalpha = 0.6\nsweep_alphas = [0.0, 2.0]\n[edit]\nalpha = 0.3\n")
+    grid = cli.apply_config(parser, ["grid", "--config", str(tmp_path / "run.toml")], parser.parse_args(["grid", "--config", str(tmp_path / "run.toml")]))
+    assert (grid.addition_strength, grid.sweep_strengths) == (0.6, [0.0, 2.0])
+    assert "config key alpha is deprecated" in capsys.readouterr().err
+    parser = cli.build_parser()
+    edit = cli.apply_config(parser, ["edit", "--config", str(tmp_path / "run.toml")], parser.parse_args(["edit", "--config", str(tmp_path / "run.toml")]))
+    assert edit.strength == 0.3 and "use strength" in capsys.readouterr().err
+
+
+def test_studies_and_workspace_take_the_old_strength_keywords(ws):
+    from platonic_sdk.evaluate import studies
+    from platonic_sdk.evaluate.cells import negation_cells
+
+    A = ws.operator("clip", "siglip", TASKS[0])
+    with pytest.warns(DeprecationWarning, match="use strength="):
+        assert ws.accuracy("clip", TASKS[0], A, alpha=0.5) == ws.accuracy("clip", TASKS[0], A, strength=0.5)
+    cells = negation_cells(ws)[:1]
+    with pytest.warns(DeprecationWarning, match="use strengths="):
+        old = studies.strength_sweep(ws, cells, alphas=(0.0, 1.0))
+    assert old == studies.strength_sweep(ws, cells, strengths=(0.0, 1.0)) and {r["strength"] for r in old} == {0.0, 1.0}
+    with pytest.warns(DeprecationWarning, match="use negation_strength="):
+        old = studies.guarantee(ws, cells, strength=0.8)
+    assert old[0]["strength"] == 0.8 and old[0]["pooled"] == studies.guarantee(ws, cells, negation_strength=0.8)[0]["pooled"]

@@ -24,7 +24,7 @@ from grid_zoo import build_workspace
 # on one cell of each kind as a second pass, no studies but the sweep
 CONFIG = ExperimentConfig(cells=selections(max_cells=8), methods=(*CACHED, "lora"), method_cells={"lora": 1},
                           settings=CellSettings(lora={"rank": 2, "max_steps": 2, "batch_size": 16}),
-                          sweep_alphas=(0.0, 0.5), sweep_cells=2, accumulation=False, guarantee=False, similarity=False)
+                          sweep_strengths=(0.0, 0.5), sweep_cells=2, accumulation=False, guarantee=False, similarity=False)
 THREE = ("clip", "siglip", "wide")
 
 
@@ -73,7 +73,7 @@ def test_a_killed_run_resumes_with_every_cell_exactly_once(ws, tmp_path):
 
 
 CHANGES = {  # what a resume changes -> (workspace, config, describe), and how the refusal names it
-    "alpha": (lambda ws: (ws, attrs.evolve(CONFIG, settings=CellSettings(alpha=0.7)), None), "run.settings.alpha: 0.5 -> 0.7"),
+    "addition_strength": (lambda ws: (ws, attrs.evolve(CONFIG, settings=CellSettings(addition_strength=0.7)), None), "run.settings.addition_strength: 0.5 -> 0.7"),
     "methods": (lambda ws: (ws, attrs.evolve(CONFIG, methods=("zero_shot", "closed_form")), None), "run.methods:"),
     "ridge": (lambda ws: (build_workspace(ws.models, ws.tasks, ridge_b=0.2), CONFIG, None), "ridge_b: 0.1 -> 0.2"),
     "grid": (lambda ws: (build_workspace(ws.models, ws.tasks, per_class=2), CONFIG, None), "per_class: 3 -> 2"),

@@ -53,9 +53,9 @@ def test_round_trip_keeps_operators_bit_for_bit(made, tmp_path):
 def test_edit_from_a_loaded_bank_equals_the_live_banks(made, tmp_path):
     target, bank, utds = made
     bank.save(tmp_path / "bank.safetensors", utds)
-    from_file = ps.OperatorBank.load(tmp_path / "bank.safetensors").edit([("a", 1.0), ("b", -1.0)], alpha=0.7)
-    live = bank.edit(utds["a"] - utds["b"], alpha=0.7)
-    assert torch.equal(from_file.operator, live.operator) and from_file.alpha == live.alpha == 0.7
+    from_file = ps.OperatorBank.load(tmp_path / "bank.safetensors").edit([("a", 1.0), ("b", -1.0)], strength=0.7)
+    live = bank.edit(utds["a"] - utds["b"], strength=0.7)
+    assert torch.equal(from_file.operator, live.operator) and from_file.strength == live.strength == 0.7
     batch = target.preprocess(list(np.random.default_rng(9).integers(0, 256, size=(2, 32, 32, 3), dtype=np.uint8)))
     with from_file.applied_to(target):
         a = target.encode_media(batch)
@@ -74,7 +74,7 @@ def test_a_file_the_cli_wrote_before_still_loads(made, tmp_path):
     save_tensors(tmp_path / "old.safetensors", operators, "operator_bank", meta)
     loaded = SavedBank.load(tmp_path / "old.safetensors")
     assert all(torch.equal(loaded.operators[n], operators[n]) for n in operators)
-    edit = loaded.edit([("b", 2.0)], alpha=0.5)
+    edit = loaded.edit([("b", 2.0)], strength=0.5)
     assert torch.equal(edit.operator, 2.0 * operators["b"]) and edit.meta["terms"][0]["label"] == "b"
     del meta["target"]  # files from before edits recorded their target
     save_tensors(tmp_path / "older.safetensors", operators, "operator_bank", meta)

@@ -66,7 +66,7 @@ def test_guarantee_never_violated_on_random_edits():
 
 def test_guarantee_holds_on_every_grid_record(ws):
     cells = addition_cells(ws)[:6] + negation_cells(ws)[:4]
-    records = studies.guarantee(ws, cells, alpha=2.0, strength=2.0)  # large strengths: many changes
+    records = studies.guarantee(ws, cells, addition_strength=2.0, negation_strength=2.0)  # large strengths: many changes
     assert sum(r["pooled"]["changed"] for r in records) > 0
     for r in records:
         for s in [r["pooled"], *r["per_set"].values()]:
@@ -76,19 +76,19 @@ def test_guarantee_holds_on_every_grid_record(ws):
 
 def test_strength_sweep_matches_the_cell_records(ws):
     cells = addition_cells(ws)[:2] + negation_cells(ws)[:2]
-    sweep = studies.strength_sweep(ws, cells, alphas=(0.0, 0.5, 1.0))
+    sweep = studies.strength_sweep(ws, cells, strengths=(0.0, 0.5, 1.0))
     grid = {c.key: evaluate_cell(ws, c) for c in cells}
     for r in sweep:
         zero = grid[r["key"]]["results"]["zero_shot"]
-        if r["alpha"] == 0.0:
+        if r["strength"] == 0.0:
             assert r["accuracy"] == pytest.approx(zero)
-        if (r["kind"], r["alpha"]) in (("addition", 0.5), ("negation", 1.0)):
+        if (r["kind"], r["strength"]) in (("addition", 0.5), ("negation", 1.0)):
             assert r["accuracy"] == pytest.approx(grid[r["key"]]["results"]["closed_form"])
         assert r["control_mean"] == pytest.approx(r["accuracy"][CONTROL])
 
 
 def test_accumulation_schedules_and_normalisation(ws):
-    records = studies.accumulation(ws, "siglip", TASKS, alpha=0.8)
+    records = studies.accumulation(ws, "siglip", TASKS, strength=0.8)
     assert [(r["J"], r["schedule"]) for r in records] == [(J, s) for J in (1, 2, 3) for s in ("fixed", "divided")]
     r2 = next(r for r in records if r["J"] == 2 and r["schedule"] == "divided")
     A = sum(ws.operator("siglip", s, t) for s, t in zip(r2["sources"], TASKS[:2]))
@@ -97,11 +97,11 @@ def test_accumulation_schedules_and_normalisation(ws):
     assert r2["mean_accuracy"] == pytest.approx(np.mean(expected))
     own = [accuracy(ws.finetuned[("siglip", t)], ws.tasks[t]) for t in TASKS[:2]]
     assert r2["mean_normalised"] == pytest.approx(np.mean([100 * a / o for a, o in zip(expected, own)]))
-    assert records[0]["mean_accuracy"] == records[1]["mean_accuracy"]  # J = 1: alpha / J = alpha
+    assert records[0]["mean_accuracy"] == records[1]["mean_accuracy"]  # J = 1: strength / J = strength
 
 
 def test_held_out_covers_every_cross_source_pair(ws):
-    records = studies.held_out(ws, "clip", TASKS[:2], TASKS[2], alpha=0.5)
+    records = studies.held_out(ws, "clip", TASKS[:2], TASKS[2], strength=0.5)
     sources = [s for s in ws.families if s != "clip"]
     assert sorted(tuple(r["sources"]) for r in records) == sorted(itertools.product(sources, sources))
     r = records[0]
@@ -160,7 +160,7 @@ def test_report_table_layout_and_means(ws):
     records = [evaluate_cell(ws, c) for c in addition_cells(ws)[:4]]
     summary = {"addition": summarise(records, "addition")}
     lines = cells_section(summary, "addition", "cross-family", 0.5).splitlines()
-    assert lines[0] == "## Two-task addition, cross-family, alpha 0.5 (4 cells)"
+    assert lines[0] == "## Two-task addition, cross-family, strength 0.5 (4 cells)"
     assert lines[2] == f"| method | task A | task B | {CONTROL} | control mean | cells |"
     ours = next(line for line in lines if line.startswith("| ours, closed form"))
     expected = np.mean([r["results"]["closed_form"][r["tasks"][1]] for r in records])
@@ -169,7 +169,7 @@ def test_report_table_layout_and_means(ws):
 
 
 def test_run_folder_has_report_and_readable_figures(ws, tmp_path):
-    config = ExperimentConfig(cells=selections(max_cells=4), held_out=(TASKS[0], TASKS[1], TASKS[2]), sweep_alphas=(0.0, 1.0), sweep_cells=3)
+    config = ExperimentConfig(cells=selections(max_cells=4), held_out=(TASKS[0], TASKS[1], TASKS[2]), sweep_strengths=(0.0, 1.0), sweep_cells=3)
     summary = run_experiment(ws, tmp_path, config, {"seed": 0})
     report = (tmp_path / "report.md").read_text()
     for heading in ("## Two-task addition", "## Negation", "## Strength sweep", "## Accumulation",

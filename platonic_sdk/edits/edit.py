@@ -18,6 +18,7 @@ from torch import Tensor
 
 from .. import stack
 from ..binding import Target
+from ..deprecation import renamed_attribute, renamed_keywords
 from ..errors import PlatonicError, ShapeError, check_finite, check_real, check_strength
 from ..io import load_tensors, save_tensors
 from ..protocol import DualEncoder
@@ -134,14 +135,16 @@ class Edit(abc.ABC):
 
 
 class OperatorEdit(Edit):
-    """z -> z + alpha A s folded into the target's last affine site (see protocol.AffineSite)."""
+    """z -> z + strength * A s folded into the target's last affine site (see protocol.AffineSite)."""
 
     kind = "operator_edit"
+    alpha = renamed_attribute("strength")  # its deprecated name
 
+    @renamed_keywords(alpha="strength")
     def __init__(
         self,
         operator: Tensor,
-        alpha: float = 0.5,
+        strength: float = 0.5,
         site_kind: str = "projection",
         meta: dict[str, Any] | None = None,
         target: Target | None = None,
@@ -152,40 +155,42 @@ class OperatorEdit(Edit):
             raise ShapeError(f"an operator is a matrix, got shape {tuple(operator.shape)}")
         check_finite(operator, "operator")
         self.operator = operator.detach().cpu()
-        self.alpha = check_strength(alpha)
+        self.strength = check_strength(strength)
         self.site_kind = site_kind
         self.meta = dict(meta or {})
 
-    def scaled(self, alpha: float) -> "OperatorEdit":
+    @renamed_keywords(alpha="strength")
+    def scaled(self, strength: float) -> "OperatorEdit":
         """The same operator at another strength."""
-        return OperatorEdit(self.operator, alpha, self.site_kind, self.meta, self.target)
+        return OperatorEdit(self.operator, strength, self.site_kind, self.meta, self.target)
 
     def __add__(self, other: "OperatorEdit") -> "OperatorEdit":
         """Operators add (the solve is linear in the descriptor); strengths must match."""
-        if not isinstance(other, OperatorEdit) or other.site_kind != self.site_kind or other.alpha != self.alpha:
+        if not isinstance(other, OperatorEdit) or other.site_kind != self.site_kind or other.strength != self.strength:
             raise PlatonicError("only operator edits of one site kind and one strength add")
         if other.operator.shape != self.operator.shape:
             raise ShapeError(f"operators of shapes {tuple(self.operator.shape)} and {tuple(other.operator.shape)} do not add")
         target = self.target if self.target == other.target else None
-        return OperatorEdit(self.operator + other.operator, self.alpha, self.site_kind, {"sum_of": [self.meta, other.meta]}, target)
+        return OperatorEdit(self.operator + other.operator, self.strength, self.site_kind, {"sum_of": [self.meta, other.meta]}, target)
 
     def _plan(self, encoder: DualEncoder) -> tuple[dict[str, Tensor], stack.Update]:
         site = encoder.last_affine()
         if site.kind != self.site_kind:
             raise PlatonicError(f"edit was solved for a {self.site_kind} site, but {encoder.family} has a {site.kind} site")
-        return site.tensors(), site.folded(self.operator, self.alpha)
+        return site.tensors(), site.folded(self.operator, self.strength)
 
     def tensors(self) -> dict[str, Tensor]:
         return {"operator": self.operator}
 
     def metadata(self) -> dict[str, Any]:
-        return {"alpha": self.alpha, "site_kind": self.site_kind, **{"info": self.meta}}
+        return {"strength": self.strength, "site_kind": self.site_kind, **{"info": self.meta}}
 
     @classmethod
     def from_file(cls, tensors: dict[str, Tensor], meta: dict[str, Any]) -> "OperatorEdit":
         if "operator" not in tensors:
             raise PlatonicError("operator edit file has no 'operator' tensor")
-        return cls(tensors["operator"], meta.get("alpha", 0.5), meta.get("site_kind", "projection"), meta.get("info"))
+        strength = meta.get("strength", meta.get("alpha", 0.5))  # files written before the rename say "alpha"
+        return cls(tensors["operator"], strength, meta.get("site_kind", "projection"), meta.get("info"))
 
     def __repr__(self) -> str:
-        return f"OperatorEdit(site={self.site_kind}, shape={tuple(self.operator.shape)}, alpha={self.alpha}, applied={self.applied})"
+        return f"OperatorEdit(site={self.site_kind}, shape={tuple(self.operator.shape)}, strength={self.strength}, applied={self.applied})"

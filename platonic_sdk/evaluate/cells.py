@@ -115,11 +115,11 @@ def eval_names(ws: Workspace, cell: Cell) -> list[str]:
 
 
 def signed_strength(cell: Cell, settings: CellSettings) -> tuple[float, float]:
-    """(sign, strength) of the cell's edit: (+1, alpha) for an addition, (-1, negation strength) for a negation."""
-    return (1.0, settings.alpha) if cell.kind == "addition" else (-1.0, settings.strength)
+    """(sign, strength) of the cell's edit: (+1, addition_strength) for an addition, (-1, negation_strength) for a negation."""
+    return (1.0 if cell.kind == "addition" else -1.0), settings.strength_of(cell.kind)
 
 
 def folded(ws: Workspace, cell: Cell, settings: CellSettings, ops: Sequence[Tensor]) -> dict[str, float]:
-    """Accuracies with sign * sum(ops) folded at the cell's strength (addition +alpha, negation -strength)."""
+    """Accuracies with sign * sum(ops) folded at the cell's strength (+addition_strength, -negation_strength)."""
     sign, strength = signed_strength(cell, settings)
     return ws.accuracies(cell.target, eval_names(ws, cell), sign * sum(ops), strength)

@@ -137,19 +137,19 @@ def _run(ws: Workspace, folder: RunFolder | None, config: ExperimentConfig, desc
     for key, cell, _ in passes:  # one record per cell, with every method's results
         records.setdefault(cell.key, {**done[key], "key": cell.key, "results": {}})["results"].update(done[key]["results"])
     cells = list(dict.fromkeys(c for _, c, _ in passes))
-    alpha, strength, centre = config.settings.alpha, config.settings.strength, config.settings.centre
+    addition, negation, centre = config.settings.addition_strength, config.settings.negation_strength, config.settings.centre
     add_centred = config.settings.centres("addition")
     swept = [c for kind in KINDS for c in spread([c for c in cells if c.kind == kind], config.sweep_cells)]
-    results["sweep"] = timed("strength sweep", lambda: studies.strength_sweep(ws, swept, config.sweep_alphas, centre))
+    results["sweep"] = timed("strength sweep", lambda: studies.strength_sweep(ws, swept, config.sweep_strengths, centre))
     if config.accumulation:
         results["accumulation"] = timed("accumulation", lambda: [
-            r for t in sorted({c.target for c in cells}) for r in studies.accumulation(ws, t, ws.transfer_tasks, alpha, centre=add_centred)])
+            r for t in sorted({c.target for c in cells}) for r in studies.accumulation(ws, t, ws.transfer_tasks, addition, centre=add_centred)])
     if config.held_out:
         *related, held = config.held_out
         results["held_out"] = timed("held-out", lambda: [r for t in ws.families
-                                                         for r in studies.held_out(ws, t, related, held, alpha, add_centred)])
+                                                         for r in studies.held_out(ws, t, related, held, addition, add_centred)])
     if config.guarantee:
-        results["guarantee"] = timed("guarantee", lambda: studies.guarantee(ws, cells, alpha, strength, centre))
+        results["guarantee"] = timed("guarantee", lambda: studies.guarantee(ws, cells, addition, negation, centre))
     if config.orthoreg_tasks:
         results["orthoreg"] = timed("orthoreg study", lambda: orthoreg_study(ws, config, progress))
     folder.write_json("studies.json", results)
@@ -182,7 +182,7 @@ def draw_figures(folder: RunFolder, summary: dict[str, Any], records: Sequence[d
     if any(r["kind"] == "addition" for r in records):
         figures["scatter"] = rel(plots.two_task_scatter(records, out / "figures/two_task_scatter.png"))
     if results.get("sweep"):
-        defaults = {"addition": config.settings.alpha, "negation": config.settings.strength}
+        defaults = {kind: config.settings.strength_of(kind) for kind in KINDS}
         figures["sweep"] = rel(plots.sweep_curves(results["sweep"], out / "figures/strength_sweep.png", defaults))
     if results.get("accumulation"):
         figures["accumulation"] = rel(plots.accumulation_curves(results["accumulation"], out / "figures/accumulation.png"))

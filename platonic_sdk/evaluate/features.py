@@ -1,6 +1,6 @@
 """Cached evaluation features: accuracy of any folded operator at any strength without a forward pass.
 
-An edit at the last affine site changes the raw embedding exactly as z -> z + alpha A s, so caching
+An edit at the last affine site changes the raw embedding exactly as z -> z + c A s (c: its strength), so caching
 its site inputs s and raw embeddings z once makes every later evaluation a product, a normalisation and an argmax.
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..deprecation import renamed_attribute, renamed_init
+from ..deprecation import renamed_attribute, renamed_init, renamed_keywords
 from ..errors import CheckpointError, ShapeError
 from ..feature_store import FeatureStore, model_fingerprint
 from ..features import site_features
@@ -54,13 +54,17 @@ class FeatureCache:
         S, Z = site_features(encoder, items, batch_size, progress, cache=cache)
         return cls(S, Z, labels, {"family": encoder.family, "checkpoint": encoder.checkpoint, "model": model_fingerprint(encoder), **meta})
 
-    def embeddings(self, A: Tensor | None = None, alpha: float = 0.0) -> Tensor:
-        """Raw embeddings after folding alpha A (A None: the unedited model)."""
-        return self.raw_embeddings if A is None or alpha == 0 else edited_embeddings(self.site_inputs, self.raw_embeddings, A, alpha)
+    @renamed_keywords(alpha="strength")
+    def embeddings(self, A: Tensor | None = None, strength: float = 0.0) -> Tensor:
+        """Raw embeddings after folding `strength` A (A None: the unedited model)."""
+        if A is None or strength == 0:
+            return self.raw_embeddings
+        return edited_embeddings(self.site_inputs, self.raw_embeddings, A, strength)
 
-    def accuracy(self, class_landmarks: Tensor, A: Tensor | None = None, alpha: float = 0.0) -> float:
-        """Zero-shot accuracy (percent) after folding alpha A."""
-        return accuracy_of(predict(self.embeddings(A, alpha), class_landmarks), torch.from_numpy(self.labels))
+    @renamed_keywords(alpha="strength")
+    def accuracy(self, class_landmarks: Tensor, A: Tensor | None = None, strength: float = 0.0) -> float:
+        """Zero-shot accuracy (percent) after folding `strength` A."""
+        return accuracy_of(predict(self.embeddings(A, strength), class_landmarks), torch.from_numpy(self.labels))
 
     def save(self, path: str | os.PathLike) -> None:
         tensors = {"site_inputs": self.site_inputs, "raw_embeddings": self.raw_embeddings, "labels": torch.from_numpy(self.labels)}

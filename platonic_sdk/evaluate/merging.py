@@ -171,7 +171,7 @@ def negation_study(
 
 def merged_weight_space(method: str, **params: Any) -> Callable[[Workspace, Any, Any], dict[str, float] | None]:
     """A cell method fn(workspace, cell, settings): theta_target + sign * c * merge_method(tau_1..tau_L)
-    of the cell's (source, task) fine-tunes, c = settings.weight_space_coef (sign -1 for negation);
+    of the cell's (source, task) fine-tunes, c = settings.weight_space_strength (sign -1 for negation);
     None on cross-family cells or where a task vector is unknown. `task_arithmetic` is the weight-space
     baseline itself."""
     merge_method(method)  # unknown names fail here, not on the first cell
@@ -182,7 +182,7 @@ def merged_weight_space(method: str, **params: Any) -> Callable[[Workspace, Any,
         vectors = [ws.task_vector(source, task) for source, task in zip(cell.sources, cell.tasks)]
         if any(v is None for v in vectors):
             return None
-        coef = (1.0 if cell.kind == "addition" else -1.0) * settings.weight_space_coef
+        coef = (1.0 if cell.kind == "addition" else -1.0) * settings.weight_space_strength
         names = list(cell.tasks) + [c for c in ws.controls if c not in cell.tasks]
         return ws.weight_space_accuracies(cell.target, [(merge(vectors, method, **params), coef)], names)
 

@@ -2,7 +2,7 @@
 
 A method is fn(workspace, cell, settings) -> {set: accuracy}, or None where it does not apply (an
 oracle without the target's own fine-tunes, weight space across architectures). Built in:
-zero_shot; closed_form (alpha * A(sum_l U_l), negation strength * A(-U)); random_utd (Gaussian
+zero_shot; closed_form (addition_strength * A(sum_l U_l), negation_strength * A(-U)); random_utd (Gaussian
 descriptors of the same norms); single_a / single_b (one term of an addition); oracle (the target's
 own descriptors); weight_space (theta + c sum_l tau_l on same-architecture cells) and
 weight_space_<method> for the other merging methods (finetune.merging: ties, dare, tsv, iso_c); lora (the LoRA

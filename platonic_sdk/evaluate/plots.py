@@ -62,25 +62,25 @@ def similarity_heatmap(result: dict[str, Any], path: str | os.PathLike) -> Path:
 
 
 def sweep_curves(records: Sequence[dict[str, Any]], path: str | os.PathLike, defaults: dict[str, float] | None = None) -> Path:
-    """Mean task and control accuracy against strength alpha, one panel per kind (addition, negation)."""
+    """Mean task and control accuracy against the strength, one panel per kind (addition, negation)."""
     plt = _pyplot()
     kinds = [k for k in ("addition", "negation") if any(r["kind"] == k for r in records)]
     fig, axes = plt.subplots(1, max(1, len(kinds)), figsize=(5.2 * max(1, len(kinds)), 4), squeeze=False)
     for ax, kind in zip(axes[0], kinds):
-        by_alpha: dict[float, list[tuple[float, float]]] = defaultdict(list)
+        by_strength: dict[float, list[tuple[float, float]]] = defaultdict(list)
         for r in records:
             if r["kind"] == kind:
-                by_alpha[r["alpha"]].append((r["task_mean"], r["control_mean"]))
-        alphas = sorted(by_alpha)
-        task = [np.nanmean([v[0] for v in by_alpha[a]]) for a in alphas]
-        ctrl = [np.nanmean([v[1] for v in by_alpha[a]]) for a in alphas]
-        ax.plot(alphas, task, "o-", color="tab:red", label="edited task(s)" if kind == "addition" else "removed task")
-        ax.plot(alphas, ctrl, "s--", color="tab:gray", label="control sets")
+                by_strength[r["strength"]].append((r["task_mean"], r["control_mean"]))
+        strengths = sorted(by_strength)
+        task = [np.nanmean([v[0] for v in by_strength[c]]) for c in strengths]
+        ctrl = [np.nanmean([v[1] for v in by_strength[c]]) for c in strengths]
+        ax.plot(strengths, task, "o-", color="tab:red", label="edited task(s)" if kind == "addition" else "removed task")
+        ax.plot(strengths, ctrl, "s--", color="tab:gray", label="control sets")
         if defaults and kind in defaults:
             ax.axvline(defaults[kind], color="black", lw=0.8, ls=":", label=f"default ({defaults[kind]:g})")
         cells = len({r["key"] for r in records if r["kind"] == kind})
         ax.set_title(f"{kind.capitalize()}: strength sweep ({cells} cells)")
-        ax.set_xlabel("strength alpha")
+        ax.set_xlabel("strength")
         ax.set_ylabel("mean accuracy (%)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -126,7 +126,7 @@ def two_task_scatter(records: Sequence[dict[str, Any]], path: str | os.PathLike,
 
 
 def accumulation_curves(records: Sequence[dict[str, Any]], path: str | os.PathLike) -> Path:
-    """Mean normalised accuracy over the J composed tasks (mean over targets), alpha fixed vs alpha / J."""
+    """Mean normalised accuracy over the J composed tasks (mean over targets), strength fixed vs divided by J."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.6, 4))
     key = "mean_normalised" if all(r["mean_normalised"] is not None for r in records) else "mean_accuracy"
@@ -135,8 +135,8 @@ def accumulation_curves(records: Sequence[dict[str, Any]], path: str | os.PathLi
         rows = [r for r in records if r["schedule"] == schedule]
         Js = sorted({r["J"] for r in rows})
         ys = [np.mean([r[key] for r in rows if r["J"] == J]) for J in Js]
-        alpha = rows[0]["alpha"] if rows else 0.0
-        ax.plot(Js, ys, style, label=f"alpha = {alpha:g}" if schedule == "fixed" else f"alpha = {alpha:g} / J")
+        strength = rows[0]["strength"] if rows else 0.0
+        ax.plot(Js, ys, style, label=f"strength {strength:g}" if schedule == "fixed" else f"strength {strength:g} / J")
     Js = sorted({r["J"] for r in records})
     ax.plot(Js, [np.mean([r[zero_key] for r in records if r["J"] == J and r["schedule"] == "fixed"]) for J in Js], "k:", label="zero-shot")
     ax.set_xticks(Js)

@@ -224,8 +224,7 @@ def cells_section(summary: dict[str, Any], kind: str, group: str, strength: floa
     entry = summary[group_key(kind, group)]
     controls = list(dict.fromkeys(c for m in entry.values() if isinstance(m, dict) for c in m["controls"]))
     title = "Two-task addition" if kind == "addition" else "Negation"
-    knob = "alpha" if kind == "addition" else "strength"
-    return (f"## {title}, {group}, {knob} {strength:g} ({entry['cells']} cells)\n\n"
+    return (f"## {title}, {group}, strength {strength:g} ({entry['cells']} cells)\n\n"
             + table(["method", *(SLOT_NAMES[s] for s in SLOTS[kind]), *controls, "control mean", "cells"], _method_rows(entry, kind, controls)))
 
 
@@ -254,13 +253,13 @@ def similarity_section(summary: dict[str, Any]) -> str:
 
 def sweep_section(records: Sequence[dict[str, Any]], summary: dict[str, Any]) -> str:
     rows = []
-    for a in sorted({r["alpha"] for r in records}):
-        row: list[Any] = [f"{a:g}"]
+    for c in sorted({r["strength"] for r in records}):
+        row: list[Any] = [f"{c:g}"]
         for kind in SLOTS:
-            sel = [r for r in records if r["alpha"] == a and r["kind"] == kind]
+            sel = [r for r in records if r["strength"] == c and r["kind"] == kind]
             row += [mean([r["task_mean"] for r in sel]) if sel else None, mean([r["control_mean"] for r in sel]) if sel else None]
         rows.append(row)
-    header = ["alpha", "addition: tasks", "addition: controls", "negation: removed task", "negation: controls"]
+    header = ["strength", "addition: tasks", "addition: controls", "negation: removed task", "negation: controls"]
     return "## Strength sweep (closed form)\n\n" + table(header, rows) + _figure(summary, "sweep")
 
 
@@ -274,7 +273,8 @@ def accumulation_section(records: Sequence[dict[str, Any]], summary: dict[str, A
             row += [mean([r["mean_accuracy"] for r in sel]), mean(norm), mean([r["control_mean"] for r in sel])]
         zero = [r["zero_shot_normalised"] for r in records if r["J"] == J and r["schedule"] == "fixed" and r["zero_shot_normalised"] is not None]
         rows.append(row + [mean(zero)])
-    header = ["J", "alpha: acc", "alpha: normalised", "alpha: controls", "alpha/J: acc", "alpha/J: normalised", "alpha/J: controls", "zero-shot normalised"]
+    header = ["J", "strength: acc", "strength: normalised", "strength: controls", "strength/J: acc", "strength/J: normalised",
+              "strength/J: controls", "zero-shot normalised"]
     targets = sorted({r["target"] for r in records})
     return f"## Accumulation (targets: {', '.join(targets)})\n\n" + table(header, rows) + _figure(summary, "accumulation")
 
@@ -331,7 +331,7 @@ def render(summary: dict[str, Any], title: str = "platonic grid", studies: Mappi
     studies = studies or summary.get("studies", {})
     config = summary["config"]
     settings = config["settings"]
-    strengths = {"addition": f"alpha {settings['alpha']:g}", "negation": f"strength {settings['strength']:g}"}
+    strengths = {kind: f"strength {settings[f'{kind}_strength']:g}" for kind in ("addition", "negation")}
     flat = {**config.get("describe", {}), **{k: v for k, v in config.items() if k not in ("describe", "settings", "cells")},
             **{k: v for k, v in settings.items() if k != "lora"}, **{f"lora {k}": v for k, v in settings["lora"].items()},
             "cells": "; ".join(f"{c['kind']} {c['group']}" + (f" (at most {c['max_cells']})" if c["max_cells"] is not None else "")
@@ -342,7 +342,7 @@ def render(summary: dict[str, Any], title: str = "platonic grid", studies: Mappi
         parts.append(similarity_section(summary))
     for kind, group in ORDER:
         if group_key(kind, group) in summary:
-            parts.append(cells_section(summary, kind, group, settings["alpha" if kind == "addition" else "strength"])
+            parts.append(cells_section(summary, kind, group, settings[f"{kind}_strength"])
                          + (_said(summary, kind) if group == "cross-family" else "")
                          + (_figure(summary, "scatter") if kind == "addition" and group == "cross-family" else ""))
     parts += same_cells_sections(summary, strengths)

@@ -6,30 +6,34 @@ from typing import Any, Mapping, Sequence
 
 import attrs
 
+from ..deprecation import renamed_attribute, renamed_init
 from ..errors import PlatonicError, check_strength
 from .registry import method
 
 KINDS = ("addition", "negation")
 GROUPS = ("same-model", "same-architecture", "cross-family")
 CACHED = ("zero_shot", "random_utd", "single_a", "single_b", "closed_form", "oracle", "label_reference", "weight_space")  # all but the LoRA route
-DEFAULT_ALPHAS = tuple(i / 4 for i in range(9))  # the strength sweep: 0, 0.25, ..., 2
+SWEEP_STRENGTHS = tuple(i / 4 for i in range(9))  # the strength sweep: 0, 0.25, ..., 2
 DEFAULT_CENTRE = ("negation",)  # kinds whose descriptors are row-centred by default (docs/method.md: measured on seeds 5-7)
 CENTRE_CHOICES = {"none": (), "addition": ("addition",), "negation": ("negation",), "all": KINDS}  # --centre: kinds centred
 
 
 @attrs.frozen
 class CellSettings:
-    """Strengths (addition alpha, negation strength, weight-space coefficient) and the LoRA route's
+    """Edit strengths (of addition cells, negation cells and weight-space task vectors) and the LoRA route's
     recipe: `lora` holds LoraRouteConfig fields that differ from its defaults (a world's tuned lr and
     epochs, the closed form's ridge_b); `seed` seeds the LoRA route and the OrthoReg study's fine-tunes;
     `centre` lists the kinds whose descriptors are row-centred before the solve (UTD.centred)."""
 
-    alpha: float = attrs.field(default=0.5, converter=check_strength)
-    strength: float = attrs.field(default=1.0, converter=check_strength)
-    weight_space_coef: float = attrs.field(default=0.5, converter=check_strength)
+    addition_strength: float = attrs.field(default=0.5, converter=check_strength)
+    negation_strength: float = attrs.field(default=1.0, converter=check_strength)
+    weight_space_strength: float = attrs.field(default=0.5, converter=check_strength)
     lora: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
     seed: int = 0
     centre: tuple[str, ...] = attrs.field(default=DEFAULT_CENTRE, converter=tuple)
+    alpha = renamed_attribute("addition_strength")  # deprecated names
+    strength = renamed_attribute("negation_strength")
+    weight_space_coef = renamed_attribute("weight_space_strength")
 
     @centre.validator
     def _kinds(self, _: Any, value: tuple[str, ...]) -> None:
@@ -39,6 +43,10 @@ class CellSettings:
     def centres(self, kind: str) -> bool:
         """Whether cells of `kind` transfer row-centred descriptors."""
         return kind in self.centre
+
+    def strength_of(self, kind: str) -> float:
+        """The closed form's strength on cells of `kind` (addition or negation)."""
+        return self.addition_strength if kind == "addition" else self.negation_strength
 
     def as_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -78,7 +86,7 @@ class ExperimentConfig:
     settings: CellSettings = attrs.field(factory=CellSettings)
     methods: tuple[str, ...] = attrs.field(default=CACHED, converter=tuple)
     method_cells: Mapping[str, int | None] = attrs.field(factory=dict, converter=dict)
-    sweep_alphas: tuple[float, ...] = attrs.field(default=DEFAULT_ALPHAS, converter=_floats)
+    sweep_strengths: tuple[float, ...] = attrs.field(default=SWEEP_STRENGTHS, converter=_floats)
     sweep_cells: int | None = 200  # per kind, evenly spaced over the cells (None: every cell)
     accumulation: bool = True
     held_out: tuple[str, ...] = attrs.field(default=(), converter=tuple)
@@ -87,6 +95,7 @@ class ExperimentConfig:
     similarity_probes: int | None = 64  # probes per task in the union grid (None: the whole grids)
     orthoreg_tasks: int = 0
     orthoreg_recipe: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+    sweep_alphas = renamed_attribute("sweep_strengths")  # its deprecated name
 
     def __attrs_post_init__(self) -> None:
         if not self.cells:
@@ -105,6 +114,10 @@ class ExperimentConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
+
+
+renamed_init(CellSettings, alpha="addition_strength", strength="negation_strength", weight_space_coef="weight_space_strength")
+renamed_init(ExperimentConfig, sweep_alphas="sweep_strengths")
 
 
 def default(cls: type, name: str) -> Any:

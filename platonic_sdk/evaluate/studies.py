@@ -1,8 +1,8 @@
 """The paper's other studies, on a workspace's cached features: strength sweeps, accumulation,
 held-out transfer and the guarantee diagnostic (descriptor similarity lives in similarity.py).
 
-Every edit here is the closed form: A = sum_l c_l X*(U_l)^T folded at strength alpha, evaluated
-by z -> z + alpha A s on cached rows, with no forward pass.
+Every edit here is the closed form: A = sum_l c_l X*(U_l)^T folded at a strength c, evaluated
+by z -> z + c A s on cached rows, with no forward pass.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..deprecation import renamed_keywords
 from ..errors import PlatonicError
 from ..zeroshot import accuracy_of, predict
 from .cells import Cell, cell_group
 from .guarantee import guarantee_items, pooled_summary
-from .settings import DEFAULT_ALPHAS, DEFAULT_CENTRE
+from .settings import DEFAULT_CENTRE, SWEEP_STRENGTHS
 from .workspace import Workspace
 
 
@@ -36,26 +37,28 @@ def _mean(values: Sequence[float]) -> float:
     return float(np.mean(values)) if len(values) else float("nan")
 
 
-def strength_sweep(ws: Workspace, cells: Sequence[Cell], alphas: Sequence[float] = DEFAULT_ALPHAS, centre: Sequence[str] = DEFAULT_CENTRE) -> list[dict[str, Any]]:
+@renamed_keywords(alphas="strengths")
+def strength_sweep(ws: Workspace, cells: Sequence[Cell], strengths: Sequence[float] = SWEEP_STRENGTHS,
+                   centre: Sequence[str] = DEFAULT_CENTRE) -> list[dict[str, Any]]:
     """Accuracy of each cell's closed-form edit at each strength: task mean and control mean.
 
-    The shift S A^T of each evaluation set is computed once; strength alpha gives Z + alpha S A^T.
+    The shift S A^T of each evaluation set is computed once; strength c gives Z + c S A^T.
     """
     records = []
     for cell in cells:
         A, names = cell_operator(ws, cell, centre)
-        accs: dict[float, dict[str, float]] = {float(a): {} for a in alphas}
+        accs: dict[float, dict[str, float]] = {float(c): {} for c in strengths}
         for name in names:
             cache, head = ws.eval_set(cell.target, name), ws.landmarks(cell.target, name)
-            shift = cache.site_inputs @ A.to(cache.site_inputs.dtype).T
+            S, Z = cache.site_inputs, cache.raw_embeddings
+            shift = S @ A.to(S.dtype).T
             labels = torch.from_numpy(cache.labels)
-            for alpha in accs:
-                embedded = cache.raw_embeddings if alpha == 0 else cache.raw_embeddings + alpha * shift
-                accs[alpha][name] = accuracy_of(predict(embedded, head), labels)
-        for alpha, acc in accs.items():
+            for c in accs:
+                accs[c][name] = accuracy_of(predict(Z if c == 0 else Z + c * shift, head), labels)
+        for c, acc in accs.items():
             records.append({
                 "key": cell.key, "kind": cell.kind, "target": cell.target, "group": cell.group,
-                "alpha": alpha, "accuracy": acc,
+                "strength": c, "accuracy": acc,
                 "task_mean": _mean([acc[t] for t in cell.tasks]),
                 "control_mean": _mean([acc[c] for c in names if c not in cell.tasks]),
             })
@@ -72,12 +75,13 @@ def _normalised(ws: Workspace, target: str, task: str, acc: float) -> float | No
     return 100.0 * acc / ft if ft else None
 
 
+@renamed_keywords(alpha="strength")
 def accumulation(
-    ws: Workspace, target: str, tasks: Sequence[str], alpha: float = 0.5, max_tasks: int = 8, centre: bool = False
+    ws: Workspace, target: str, tasks: Sequence[str], strength: float = 0.5, max_tasks: int = 8, centre: bool = False
 ) -> list[dict[str, Any]]:
     """Compose the first J tasks (J = 1..len) on `target`, each from a cross-family source (rotating).
 
-    Two schedules: "fixed" folds the sum at alpha; "divided" at alpha / J. Reports the mean accuracy
+    Two schedules: "fixed" folds the sum at `strength`; "divided" at strength / J. Reports the mean accuracy
     and mean normalised accuracy (accuracy / the target's own fine-tuned accuracy) over the J tasks.
     """
     tasks = list(tasks)[:max_tasks]
@@ -90,14 +94,14 @@ def accumulation(
     records = []
     for J in range(1, len(tasks) + 1):
         A = sum(op for _, op in ops[:J])
-        for schedule, a in (("fixed", alpha), ("divided", alpha / J)):
+        for schedule, c in (("fixed", strength), ("divided", strength / J)):
             names = tasks[:J]
-            accs = ws.accuracies(target, names + list(ws.controls), A, a)
+            accs = ws.accuracies(target, names + list(ws.controls), A, c)
             zero = ws.accuracies(target, names)
             norm = [_normalised(ws, target, t, accs[t]) for t in names]
             zero_norm = [_normalised(ws, target, t, zero[t]) for t in names]
             records.append({
-                "target": target, "J": J, "schedule": schedule, "alpha": a, "tasks": names,
+                "target": target, "J": J, "schedule": schedule, "strength": c, "tasks": names,
                 "sources": [s for s, _ in ops[:J]],
                 "mean_accuracy": _mean([accs[t] for t in names]),
                 "zero_shot_mean": _mean([zero[t] for t in names]),
@@ -108,7 +112,8 @@ def accumulation(
     return records
 
 
-def held_out(ws: Workspace, target: str, related: Sequence[str], held_out_task: str, alpha: float = 0.5,
+@renamed_keywords(alpha="strength")
+def held_out(ws: Workspace, target: str, related: Sequence[str], held_out_task: str, strength: float = 0.5,
              centre: bool = False) -> list[dict[str, Any]]:
     """Sum the operators of `related` tasks (every cross-family source assignment) and evaluate on a
     task whose items and class names never entered a fit."""
@@ -121,24 +126,26 @@ def held_out(ws: Workspace, target: str, related: Sequence[str], held_out_task: 
         A = sum(ws.operator(target, s, t, centre) for s, t in zip(sources, related))
         records.append({
             "target": target, "sources": list(sources), "related": list(related), "held_out": held_out_task,
-            "alpha": alpha, "zero_shot": zero, "closed_form": ws.accuracies(target, names, A, alpha),
+            "strength": strength, "zero_shot": zero, "closed_form": ws.accuracies(target, names, A, strength),
             "group": cell_group(ws, target, sources),
         })
     return records
 
 
-def guarantee(ws: Workspace, cells: Sequence[Cell], alpha: float = 0.5, strength: float = 1.0, centre: Sequence[str] = DEFAULT_CENTRE) -> list[dict[str, Any]]:
+@renamed_keywords(alpha="addition_strength", strength="negation_strength")
+def guarantee(ws: Workspace, cells: Sequence[Cell], addition_strength: float = 0.5, negation_strength: float = 1.0,
+              centre: Sequence[str] = DEFAULT_CENTRE) -> list[dict[str, Any]]:
     """Per cell: the guarantee summary of its closed-form edit over its tasks and controls, pooled and per set."""
     records = []
     for cell in cells:
         A, names = cell_operator(ws, cell, centre)
-        a = alpha if cell.kind == "addition" else strength
+        c = addition_strength if cell.kind == "addition" else negation_strength
         parts = {}
         for name in names:
             cache = ws.eval_set(cell.target, name)
-            parts[name] = guarantee_items(cache.raw_embeddings, cache.embeddings(A, a), ws.landmarks(cell.target, name), cache.labels)
+            parts[name] = guarantee_items(cache.raw_embeddings, cache.embeddings(A, c), ws.landmarks(cell.target, name), cache.labels)
         records.append({
-            "key": cell.key, "kind": cell.kind, "target": cell.target, "group": cell.group, "alpha": a,
+            "key": cell.key, "kind": cell.kind, "target": cell.target, "group": cell.group, "strength": c,
             "pooled": pooled_summary(list(parts.values())),
             "per_set": {name: p.summary() for name, p in parts.items()},
         })

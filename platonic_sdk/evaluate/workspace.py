@@ -3,7 +3,7 @@
 Each (model, item) pair is encoded at most once: target probes through the model's operator bank,
 test and control splits through `FeatureCache`s, fine-tuned probes through one cache keyed by
 (family, fine-tune task, grid task). Everything afterwards is matrix products on cached rows:
-an operator A folded at strength alpha moves raw embeddings exactly as z -> z + alpha A s.
+an operator A folded at strength c moves raw embeddings exactly as z -> z + c A s.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from torch import Tensor
 from ..descriptor import UTD
 from ..edits.edit import Edit
 from ..errors import PlatonicError
-from ..deprecation import renamed_attribute
+from ..deprecation import renamed_attribute, renamed_keywords
 from ..features import encode_items, landmarks as prompt_landmarks
 from ..finetune.weightspace import TaskVector
 from ..linalg import RIDGE_A, RIDGE_B, unit_rows
@@ -177,12 +177,14 @@ class Workspace:
 
     head = renamed_attribute("landmarks")  # its deprecated name
 
-    def accuracy(self, family: str, task: str, A: Tensor | None = None, alpha: float = 0.0) -> float:
-        """Test accuracy (percent) of the family's model with alpha A folded (no forward pass)."""
-        return self.eval_set(family, task).accuracy(self.landmarks(family, task), A, alpha)
+    @renamed_keywords(alpha="strength")
+    def accuracy(self, family: str, task: str, A: Tensor | None = None, strength: float = 0.0) -> float:
+        """Test accuracy (percent) of the family's model with `strength` A folded (no forward pass)."""
+        return self.eval_set(family, task).accuracy(self.landmarks(family, task), A, strength)
 
-    def accuracies(self, family: str, names: Sequence[str], A: Tensor | None = None, alpha: float = 0.0) -> dict[str, float]:
-        return {name: self.accuracy(family, name, A, alpha) for name in names}
+    @renamed_keywords(alpha="strength")
+    def accuracies(self, family: str, names: Sequence[str], A: Tensor | None = None, strength: float = 0.0) -> dict[str, float]:
+        return {name: self.accuracy(family, name, A, strength) for name in names}
 
     # ------------------------------------------------------------------ source side
     def _finetune(self, family: str, task: str) -> Source:

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from ..binding import Target
-from ..deprecation import renamed_attribute, renamed_init
+from ..deprecation import renamed_attribute, renamed_init, renamed_keywords
 from ..descriptor import UTD, Composition
 from ..edits.edit import OperatorEdit
 from ..errors import GridMismatchError
@@ -45,9 +45,10 @@ class GridState:
         """Solve rows: site inputs over the embedding norm, s / ||z||."""
         return self.site_inputs / self.raw_embeddings.norm(dim=1, keepdim=True)
 
-    def achieved(self, A: Tensor, alpha: float) -> Tensor:
-        """Exact UTD of the folded edit on this grid (no forward pass): <f_E, g> - <f, g>."""
-        f_edit = unit_rows(edited_embeddings(self.site_inputs, self.raw_embeddings, A, alpha))
+    @renamed_keywords(alpha="strength")
+    def achieved(self, A: Tensor, strength: float) -> Tensor:
+        """Exact UTD of the edit `strength` A folded (no forward pass) on this grid: <f_E, g> - <f, g>."""
+        f_edit = unit_rows(edited_embeddings(self.site_inputs, self.raw_embeddings, A, strength))
         return (f_edit - unit_rows(self.raw_embeddings)) @ self.landmarks.T
 
 
@@ -122,8 +123,9 @@ class OperatorBank:
             out[ids] = ops
         return out
 
-    def edit(self, descriptor: UTD | Composition, alpha: float = 0.5, centre: bool = False, **meta: Any) -> OperatorEdit:
-        """A deployable edit folding `descriptor`'s operator at strength `alpha` (`centre`: of its row-centred terms)."""
+    @renamed_keywords(alpha="strength")
+    def edit(self, descriptor: UTD | Composition, strength: float = 0.5, centre: bool = False, **meta: Any) -> OperatorEdit:
+        """A deployable edit folding `descriptor`'s operator at `strength` (`centre`: of its row-centred terms)."""
         composition = Composition.of(descriptor)
         info = {
             "target_family": self.target.family,
@@ -134,11 +136,12 @@ class OperatorBank:
             "terms": [{"task": t.utd.task, "grid_id": t.utd.grid_id, "coef": t.coef, "provenance": t.utd.provenance} for t in composition],
             **meta,
         }
-        return OperatorEdit(self.operator(composition, centre), alpha, self.site_kind, info, self.binding)
+        return OperatorEdit(self.operator(composition, centre), strength, self.site_kind, info, self.binding)
 
-    def objective(self, composition: Composition, A: Tensor, alpha: float) -> float:
-        """Transfer loss L(E) of METHOD sec. 3 for the folded edit (alpha A), measured on the cached grids."""
-        achieved = {gid: self.state(gid).achieved(A, alpha) for gid in composition.by_grid()}
+    @renamed_keywords(alpha="strength")
+    def objective(self, composition: Composition, A: Tensor, strength: float) -> float:
+        """Transfer loss L(E) of METHOD sec. 3 for the folded edit (`strength` A), measured on the cached grids."""
+        achieved = {gid: self.state(gid).achieved(A, strength) for gid in composition.by_grid()}
         return composition.objective(achieved)
 
     def save(self, path: str | os.PathLike, descriptors: Mapping[str, UTD]) -> SavedBank:
@@ -154,5 +157,5 @@ class OperatorBank:
 
     @staticmethod
     def load(path: str | os.PathLike) -> SavedBank:
-        """A bank file written by `save`: its operators by label, and `edit(terms, alpha)` over them."""
+        """A bank file written by `save`: its operators by label, and `edit(terms, strength)` over them."""
         return SavedBank.load(path)

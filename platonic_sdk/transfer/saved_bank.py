@@ -15,6 +15,7 @@ import attrs
 from torch import Tensor
 
 from ..binding import Target
+from ..deprecation import renamed_keywords
 from ..edits.edit import OperatorEdit
 from ..errors import CheckpointError, PlatonicError, check_finite
 from ..io import load_tensors, save_tensors
@@ -63,12 +64,13 @@ class SavedBank:
         return cls(operators, meta["entries"], meta["site_kind"], meta["ridge_a"], meta["ridge_b"], meta["target_family"],
                    meta["target_checkpoint"], Target.from_record(meta.get("target")))
 
-    def edit(self, terms: Sequence[tuple[str, float]], alpha: float = 0.5) -> OperatorEdit:
-        """The edit folding sum_l c_l A_l at strength `alpha`, for (label, c_l) terms."""
+    @renamed_keywords(alpha="strength")
+    def edit(self, terms: Sequence[tuple[str, float]], strength: float = 0.5) -> OperatorEdit:
+        """The edit folding sum_l c_l A_l at `strength`, for (label, c_l) terms."""
         missing = [n for n, _ in terms if n not in self.operators]
         if missing or not terms:
             raise PlatonicError(f"the bank has no operator(s) {missing or '(no terms given)'}; it holds {', '.join(self.operators)}")
         A = sum(c * self.operators[n] for n, c in terms)
         info = {"target_family": self.target_family, "target_checkpoint": self.target_checkpoint, "ridge_a": self.ridge_a,
                 "ridge_b": self.ridge_b, "terms": [{"label": n, "coef": c, **self.entries[n]} for n, c in terms]}
-        return OperatorEdit(A, alpha, self.site_kind, info, self.target)
+        return OperatorEdit(A, strength, self.site_kind, info, self.target)
