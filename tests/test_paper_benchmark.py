@@ -198,6 +198,11 @@ def test_unknown_benchmarks_and_bad_models_are_refused(tmp_path, capsys):
     assert "unknown benchmark 'paper-video'; known: paper-audio, paper-image" in capsys.readouterr().err
     assert grid("--benchmark", "paper-image", "--data-root", str(tmp_path), "--out", str(tmp_path / "r"), "--model", "clap=x") == 2
     assert "'clap' is not among the benchmark's families" in capsys.readouterr().err
+    image_layouts(tmp_path / "data", cifar_test_per_class=1)  # the datasets are there; the hub ids cannot load offline
+    assert grid("--benchmark", "paper-image", "--data-root", str(tmp_path / "data"), "--out", str(tmp_path / "r")) == 2
+    err = capsys.readouterr().err
+    assert "cannot load clip from its reference checkpoint" in err and "openai/clip-vit-large-patch14" in err
+    assert "give --model clip=PATH of a local checkpoint" in err and not (tmp_path / "r").exists()
 
 
 def zoo_families(tmp_path: Path) -> dict[str, Path]:
@@ -252,3 +257,30 @@ def test_a_rerun_reads_the_fine_tunes_back_and_refuses_those_of_another_recipe(t
     capsys.readouterr()
     assert grid(*argv, "--max-steps", "2") == 2
     assert "was made with max_steps 1 (this run: 2)" in capsys.readouterr().err
+
+
+def test_paper_audio_composes_two_tasks_and_reports_the_held_out_third(tmp_path, capsys):
+    from platonic_sdk.data.paper_benchmarks import ESC50_OTHERS, ESC50_URBAN, URBANSOUND8K_NAMES
+    from platonic_sdk.worlds.audio import AUDIO_ZOO_DIR
+
+    data = tmp_path / "data"
+    layouts.esc50(data / "ESC-50", [n.replace(" ", "_") for n in (*ESC50_OTHERS, *ESC50_URBAN)])  # as ESC-50 spells them
+    layouts.urbansound8k(data / "UrbanSound8K", [n.replace(" ", "_") for n in URBANSOUND8K_NAMES])
+    loaded = load_benchmark("paper-audio", data)
+    assert loaded.held_out == ("ESC-50", "UrbanSound8K", "ESC-50-urban")
+    held, esc = loaded.tasks["ESC-50-urban"], loaded.tasks["ESC-50"]
+    assert len(held.train) == 0 and len(held.test) == 10 and held.classnames == ESC50_URBAN  # fold 5 of its 10 classes
+    assert esc.num_classes == 40 and not {Path(p).name for p in held.test.items.paths} & {Path(p).name for p in esc.test.items.paths}
+
+    families = ("clap-htsat-unfused", "clap-general")
+    out = tmp_path / "run"
+    argv = ["--benchmark", "paper-audio", "--data-root", str(data), "--out", str(out), "--families", *families,
+            *(a for f in families for a in ("--model", f"{f}={AUDIO_ZOO_DIR / f}")), "--max-steps", "1", "--max-cells", "1",
+            "--sweep-cells", "1", "--sweep-alphas", "0", "0.5", "--no-similarity"]
+    assert grid(*argv) == 0, capsys.readouterr().err
+    report = (out / "report.md").read_text()
+    assert "## Held-out transfer (ESC-50 + UrbanSound8K -> ESC-50-urban, never fitted; 2 target x source pairs)" in report
+    summary = json.loads((out / "report.json").read_text())
+    assert summary["held_out"]["task"] == "ESC-50-urban" and 0 <= summary["held_out"]["closed_form"] <= 100
+    made = sorted(p.relative_to(out / "finetunes").as_posix() for p in (out / "finetunes").rglob("*.safetensors"))
+    assert made == [f"{f}/{t}.safetensors" for f in sorted(families) for t in ("ESC-50", "UrbanSound8K")]

@@ -73,9 +73,10 @@ def sweep_curves(records: Sequence[dict[str, Any]], path: str | os.PathLike, def
                 by_strength[r["strength"]].append((r["task_mean"], r["control_mean"]))
         strengths = sorted(by_strength)
         task = [np.nanmean([v[0] for v in by_strength[c]]) for c in strengths]
-        ctrl = [np.nanmean([v[1] for v in by_strength[c]]) for c in strengths]
         ax.plot(strengths, task, "o-", color="tab:red", label="edited task(s)" if kind == "addition" else "removed task")
-        ax.plot(strengths, ctrl, "s--", color="tab:gray", label="control sets")
+        if any(not np.isnan(v[1]) for c in strengths for v in by_strength[c]):  # a study without control sets draws none
+            ctrl = [np.nanmean([v[1] for v in by_strength[c]]) for c in strengths]
+            ax.plot(strengths, ctrl, "s--", color="tab:gray", label="control sets")
         if defaults and kind in defaults:
             ax.axvline(defaults[kind], color="black", lw=0.8, ls=":", label=f"default ({defaults[kind]:g})")
         cells = len({r["key"] for r in records if r["kind"] == kind})
