@@ -217,7 +217,7 @@ def zoo_families(tmp_path: Path) -> dict[str, Path]:
 def benchmark_argv(tmp_path: Path, out: Path, *extra: str) -> list[str]:
     return ["--benchmark", "paper-image", "--data-root", str(tmp_path / "data"), "--out", str(out),
             *(a for f, m in zoo_families(tmp_path).items() for a in ("--model", f"{f}={m}")),
-            "--max-cells", "2", "--sweep-cells", "1", "--sweep-alphas", "0", "0.5", "--no-similarity", *extra]
+            "--max-cells", "2", "--sweep-cells", "1", "--sweep-strengths", "0", "0.5", "--no-similarity", *extra]
 
 
 def test_paper_image_runs_end_to_end_on_fake_layouts_and_writes_the_paper_table(tmp_path, capsys):
@@ -276,7 +276,7 @@ def test_paper_audio_composes_two_tasks_and_reports_the_held_out_third(tmp_path,
     out = tmp_path / "run"
     argv = ["--benchmark", "paper-audio", "--data-root", str(data), "--out", str(out), "--families", *families,
             *(a for f in families for a in ("--model", f"{f}={AUDIO_ZOO_DIR / f}")), "--max-steps", "1", "--max-cells", "1",
-            "--sweep-cells", "1", "--sweep-alphas", "0", "0.5", "--no-similarity"]
+            "--sweep-cells", "1", "--sweep-strengths", "0", "0.5", "--no-similarity"]
     assert grid(*argv) == 0, capsys.readouterr().err
     report = (out / "report.md").read_text()
     assert "## Held-out transfer (ESC-50 + UrbanSound8K -> ESC-50-urban, never fitted; 2 target x source pairs)" in report
