@@ -5,6 +5,7 @@ through others (a function-local import that dodges a cycle is refused too)."""
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
@@ -138,6 +139,12 @@ def test_every_module_has_a_layer():
     rel = {n[len(PACKAGE) + 1 :] if n != PACKAGE else "" for n in names}
     stale = [p for _, prefixes in LAYERS for p in prefixes if not any(r == p or r.startswith(p + ".") for r in rel)]
     assert not stale, f"LAYERS lists modules that do not exist: {stale}"
+
+
+def test_every_package_is_installed():
+    """pyproject's package list names every package folder (an editable install finds any; a wheel only those)."""
+    listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    assert sorted(listed) == sorted(name for name, (_, package) in modules(ROOT).items() if package)
 
 
 def test_imports_go_only_downward():
