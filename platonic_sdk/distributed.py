@@ -22,7 +22,7 @@ from .errors import PlatonicError
 
 __all__ = [
     "init", "launched", "launch", "rank_and_world", "local_device", "shard_range", "batch_range", "gather_rows",
-    "agreed_min", "barrier", "gather_objects", "on_rank0", "map_sharded", "sharding", "sharded",
+    "agreed_min", "barrier", "gather_objects", "raise_failures", "on_rank0", "map_sharded", "sharding", "sharded",
 ]
 
 T = TypeVar("T")
@@ -118,17 +118,22 @@ def barrier() -> None:
         dist.barrier()
 
 
-def gather_rows(rows: Tensor | None) -> Tensor:
+def gather_rows(rows: Tensor | None, failure: BaseException | None = None) -> Tensor:
     """Every rank's rows concatenated in rank order, on every rank; an idle rank passes None (no rows).
 
-    At least one rank must hold rows: they give the trailing shape and dtype.
+    At least one rank must hold rows: they give the trailing shape and dtype. A rank that failed to make
+    its rows passes its exception as `failure`: it is raised on every rank (see `raise_failures`).
     """
     world = rank_and_world()[1]
     if world == 1:
+        if failure is not None:
+            raise failure
         if rows is None:
             raise PlatonicError("no rows to gather")
         return rows
-    shapes = gather_objects(None if rows is None else (rows.shape[0], tuple(rows.shape[1:]), rows.dtype))
+    shapes = gather_objects(failure_text(failure) if failure is not None else
+                            None if rows is None else (rows.shape[0], tuple(rows.shape[1:]), rows.dtype))
+    raise_failures([s if isinstance(s, str) else None for s in shapes], failure)
     held = [s for s in shapes if s is not None]
     if not held or len({s[1:] for s in held}) > 1:
         raise PlatonicError(f"the ranks hold rows of shapes and dtypes {shapes}: nothing to gather, or they disagree")
@@ -144,6 +149,20 @@ def gather_rows(rows: Tensor | None) -> Tensor:
     return torch.cat([part[:size] for part, size in zip(parts, sizes)]).to(home)
 
 
+def failure_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def raise_failures(failures: Sequence[str | None], own: BaseException | None = None) -> None:
+    """Raise on every rank when any rank failed (`failures[r]`: rank r's error text, or None): this rank's own
+    exception `own` where it has one, else a PlatonicError naming the first failed rank and quoting its error."""
+    if own is not None:
+        raise own
+    for rank, text in enumerate(failures):
+        if text is not None:
+            raise PlatonicError(f"rank {rank} failed: {text}")
+
+
 def on_rank0(fn: Callable[[], R]) -> R:
     """fn() on rank 0 only, its (picklable) result on every rank; an exception there is raised on every rank
     (on rank 0 as itself, elsewhere as a PlatonicError quoting it), so no rank waits forever."""
@@ -154,16 +173,12 @@ def on_rank0(fn: Callable[[], R]) -> R:
     error: BaseException | None = None
     if rank == 0:
         try:
-            box = [(True, fn())]
+            box = [(None, fn())]
         except Exception as exc:  # reported to every rank below
-            error, box = exc, [(False, f"{type(exc).__name__}: {exc}")]
+            error, box = exc, [(failure_text(exc), None)]
     dist.broadcast_object_list(box, src=0)
-    ok, value = box[0]
-    if error is not None:
-        raise error
-    if not ok:
-        raise PlatonicError(f"rank 0 failed: {value}")
-    return value
+    raise_failures([box[0][0]], error)
+    return box[0][1]
 
 
 def map_sharded(fn: Callable[[T], R], work: Sequence[T], label: Callable[[int, T], str] | None = None) -> list[R]:
@@ -180,7 +195,7 @@ def map_sharded(fn: Callable[[T], R], work: Sequence[T], label: Callable[[int, T
         try:
             mine.append((i, True, fn(work[i])))
         except Exception as exc:  # reported to every rank below
-            mine.append((i, False, f"{type(exc).__name__}: {exc}"))
+            mine.append((i, False, failure_text(exc)))
     gathered = sorted(entry for part in gather_objects(mine) for entry in part)
     for i, ok, value in gathered:
         if not ok:

@@ -60,8 +60,13 @@ def _encode_sharded(encoder: DualEncoder, items: Sequence[Any], batch_size: int 
     rank, world = distributed.rank_and_world()
     size = distributed.agreed_min(device_batch_size(encoder, items) if batch_size is None else batch_size)
     mine = distributed.batch_range(len(items), size, rank, world)
-    S, Z = _encode(encoder, take(items, mine), size, progress, workers, amp) if len(mine) else (None, None)
-    return distributed.gather_rows(S), distributed.gather_rows(Z)
+    S = Z = failure = None
+    try:
+        if len(mine):
+            S, Z = _encode(encoder, take(items, mine), size, progress, workers, amp)
+    except Exception as exc:  # e.g. an item that does not decode: raised on every rank, not left waiting
+        failure = exc
+    return distributed.gather_rows(S, failure), distributed.gather_rows(Z)
 
 
 def _encode(encoder: DualEncoder, items: Sequence[Any], batch_size: int | None, progress: bool, workers: int | None, amp: bool) -> tuple[Tensor, Tensor]:

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import attrs
 import torch
+from PIL import Image
 
 from platonic_sdk import cli, distributed
+from platonic_sdk.data.images import image_files
 from platonic_sdk import features as features_module
 from platonic_sdk.evaluate import FeatureCache
 from platonic_sdk.evaluate.experiment import run_experiment
@@ -27,14 +29,14 @@ from platonic_sdk.features import landmarks, site_features
 from platonic_sdk.io import save_tensors
 from tiny_encoder import TinyEncoder, tiny_task
 
-ALPHAS = [0.0, 1.0, 3.0, 6.0, 10.0]  # five work items over two ranks: uneven on purpose
+STRENGTHS = [0.0, 1.0, 3.0, 6.0, 10.0]  # five work items over two ranks: uneven on purpose
 FAMILIES = ["clip", "siglip", "metaclip"]
 SIZES = {"train_per_class": 6, "test_per_class": 4, "per_class": 3}  # the image world, reduced
 # `platonic grid` on those: 2 + 2 cells, similarity (it encodes) on 2 probes per task, a one-cell sweep
 GRID = ["grid", "--families", *FAMILIES, "--max-cells", "2", "--similarity-probes", "2", "--sweep-cells", "1",
         *(f"--{k.replace('_', '-')}={v}" for k, v in SIZES.items()), "--quiet"]
 # the runner's spec for the guards: 3 + 3 cells, no studies but the sweep
-CONFIG = ExperimentConfig(cells=selections(max_cells=3), similarity=False, sweep_alphas=(0.0, 0.5), sweep_cells=1,
+CONFIG = ExperimentConfig(cells=selections(max_cells=3), similarity=False, sweep_strengths=(0.0, 0.5), sweep_cells=1,
                           accumulation=False, guarantee=False, held_out=())
 
 
@@ -59,8 +61,18 @@ def error(fn) -> str:
     return ""
 
 
+def write_images(images, folder: Path) -> list[str]:
+    """PNG files of `images`, then broken.png (not an image), in that order."""
+    folder.mkdir()
+    for i, image in enumerate(images):
+        Image.fromarray(image).save(folder / f"{i:02d}.png")
+    (folder / "broken.png").write_bytes(b"not an image")
+    return sorted(str(p) for p in folder.iterdir())
+
+
 def extraction(rank: int, out: Path) -> dict:
-    """Sharded extraction (with an idle rank and the on-disk cache), sharded work, a failure on rank 0."""
+    """Sharded extraction (with an idle rank, the on-disk cache and a file that does not decode on rank 1), sharded
+    work, a failure on rank 0."""
     encoder, task, g = setup()
     items = task.test.items
     encodings: list[int] = []
@@ -78,13 +90,16 @@ def extraction(rank: int, out: Path) -> dict:
             hit = site_features(encoder, items, 8, cache=FeatureStore(shared))  # every rank hits: nobody encodes
     finally:
         features_module._encode = real_encode
+    with distributed.sharding():  # 16 images, then a file that does not decode: in rank 1's batch
+        files = image_files(distributed.on_rank0(lambda: write_images(items[:16], out / "images")), verify=False)
+        decode = error(lambda: site_features(encoder, files, 8, workers=0))
     cache = FeatureCache(S, Z, task.test.labels)
     save_tensors(out / f"rank{rank}.safetensors", {"S": S, "Z": Z, "idle_S": idle[0], "mixed_Z": mixed[1], "hit_Z": hit[1]}, "test", {})
     return {
-        "accuracies": distributed.map_sharded(lambda alpha: cache.accuracy(g, operator(S, Z), alpha), ALPHAS),
+        "accuracies": distributed.map_sharded(lambda strength: cache.accuracy(g, operator(S, Z), strength), STRENGTHS),
         "failure": error(lambda: distributed.map_sharded(lambda i: 1 // (i - 3), list(range(5)))),
         "rank0": error(lambda: distributed.on_rank0(lambda: 1 // 0 if rank == 0 else 1)),
-        "encodings": encodings, "after_hit": encodings[before:],
+        "encodings": encodings, "after_hit": encodings[before:], "decode": decode,
         "entries": {d.name: len(list(d.rglob("*.safetensors"))) for d in (own, shared) if d.exists()},
     }
 
@@ -105,7 +120,7 @@ def guards(rank: int, out: Path) -> dict:
             raise Killed
     killed = error(lambda: run_experiment(ws, folder, CONFIG, on_record=kill_after_three))
     summary = run_experiment(ws, folder, CONFIG)
-    other = attrs.evolve(CONFIG, settings=CellSettings(alpha=0.7 if rank else 0.5))
+    other = attrs.evolve(CONFIG, settings=CellSettings(addition_strength=0.7 if rank else 0.5))
     register_method("fails_on_rank_1", lambda ws_, cell, s: 1 // (distributed.rank_and_world()[0] - 1) and None)
     failing = attrs.evolve(CONFIG, methods=("zero_shot", "fails_on_rank_1"))
     return {

@@ -18,11 +18,11 @@ import torch
 
 from platonic_sdk import cli, distributed
 from platonic_sdk.evaluate import FeatureCache
-from platonic_sdk.evaluate.runfolder import read_records
+from platonic_sdk.evaluate.runfolder import run_differences
 from platonic_sdk.features import site_features
 from platonic_sdk.io import load_tensors
 
-from ranks_script import ALPHAS, GRID, operator, setup
+from ranks_script import GRID, STRENGTHS, operator, setup
 
 TIMEOUT = 300  # seconds for the whole two-rank run: a hang fails the test, not the CI job
 
@@ -66,7 +66,7 @@ def test_two_ranks_encode_and_map_as_one_process(ranks) -> None:
     encoder, task, g = setup()  # single process: no process group
     assert distributed.rank_and_world() == (0, 1)
     S, Z = site_features(encoder, task.test.items, batch_size=8)
-    single = [FeatureCache(S, Z, task.test.labels).accuracy(g, operator(S, Z), alpha) for alpha in ALPHAS]
+    single = [FeatureCache(S, Z, task.test.labels).accuracy(g, operator(S, Z), strength) for strength in STRENGTHS]
     assert len(set(single)) > 1  # the items differ, so order matters
     for rank, seen in enumerate(_seen(ranks)):
         tensors, _, _ = load_tensors(ranks / f"rank{rank}.safetensors")
@@ -79,6 +79,9 @@ def test_two_ranks_encode_and_map_as_one_process(ranks) -> None:
         # each rank encodes its own run of whole batches: 33 items in batches of 8 -> 24 + 9; 5 items -> 5 + nothing;
         # then three sharded misses (both ranks miss, rank 1 misses, the shared store is empty); a hit on every rank encodes nothing
         assert seen["encodings"] == ([24, 5, 24, 24, 24] if rank == 0 else [9, 9, 9, 9]) and seen["after_hit"] == []
+        # the undecodable file on rank 1 fails the encoding on every rank, named
+        assert seen["decode"].startswith("PlatonicError: " if rank == 1 else "PlatonicError: rank 1 failed: PlatonicError: ")
+        assert "broken.png" in seen["decode"]
     zero, one = (seen["entries"] for seen in _seen(ranks))
     assert zero == {"own0": 1, "shared": 1} and one == {"shared": 1}  # rank 0 alone writes cache entries
 
@@ -92,7 +95,7 @@ def test_the_runner_guards_hold_across_ranks(ranks) -> None:
     assert not (ranks / "elsewhere").exists() and not (ranks / "mismatch").exists()
     for seen in (zero, one):  # refused on every rank, naming what differs; a failing cell names itself and its rank
         assert "rank 1 was started with other settings than rank 0" in seen["mismatch"]
-        assert "run.settings.alpha: 0.5 -> 0.7" in seen["mismatch"]
+        assert "run.settings.addition_strength: 0.5 -> 0.7" in seen["mismatch"]
         assert "failed on rank 1: ZeroDivisionError" in seen["cell_failure"] and "cell addition|" in seen["cell_failure"]
 
 
@@ -100,15 +103,9 @@ def test_torchrun_grid_equals_one_process(ranks, tmp_path) -> None:
     assert (ranks / "stdout.txt").read_text().count("cells; report") == 1  # rank 0 alone reports
     assert list((ranks / "cache").rglob("*.safetensors"))  # the shared encodings went to the cache
     assert cli.main([*GRID, "--out", str(tmp_path), "--no-cache"]) == 0
-    read = lambda p: json.loads(p.read_text())  # noqa: E731
-    strip = lambda rs: [{k: v for k, v in r.items() if k != "seconds"} for r in rs]  # noqa: E731
-    one, two = tmp_path, ranks / "grid"
-    assert read(one / "run.json") == read(two / "run.json")
-    assert read(one / "studies.json") == read(two / "studies.json") and "similarity" in read(one / "studies.json")
-    assert strip(read_records(one / "cells.jsonl")) == strip(read_records(two / "cells.jsonl"))
-    reports = [{k: v for k, v in read(p / "report.json").items() if k != "timings"} for p in (one, two)]
-    assert reports[0] == reports[1]
-    assert sorted(p.name for p in (one / "figures").iterdir()) == sorted(p.name for p in (two / "figures").iterdir())
+    assert run_differences(tmp_path, ranks / "grid") == []  # run.json, studies, report but its timings, every cell
+    assert "similarity" in json.loads((tmp_path / "studies.json").read_text())
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == sorted(p.name for p in (ranks / "grid" / "figures").iterdir())
 
 
 def test_commands_that_do_not_shard_are_refused_under_torchrun(monkeypatch, capsys) -> None:

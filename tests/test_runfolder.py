@@ -15,7 +15,7 @@ import pytest
 import platonic_sdk as ps
 from platonic_sdk import atomic, cli
 from platonic_sdk.evaluate.experiment import run_experiment
-from platonic_sdk.evaluate.runfolder import RunFolder, RunFolderBusy, read_records
+from platonic_sdk.evaluate.runfolder import RunFolder, RunFolderBusy, read_records, run_differences
 from platonic_sdk.evaluate.settings import CACHED, CellSettings, ExperimentConfig, selections
 
 from grid_zoo import build_workspace
@@ -147,3 +147,15 @@ def test_atomic_write_keeps_the_old_file_when_the_write_fails(tmp_path):
         assert oct(atomic.write_json(tmp_path / "x.json", {"a": 1}).stat().st_mode & 0o777) == oct(0o640)
     finally:
         os.umask(mask)
+
+
+def test_run_differences_name_changed_numbers_only(ws, tmp_path):
+    run_experiment(ws, tmp_path / "a", CONFIG)
+    run_experiment(build_workspace(ws.models, ws.tasks), tmp_path / "b", CONFIG)  # other timings and seconds
+    assert run_differences(tmp_path / "a", tmp_path / "b") == []
+    records = read_records(tmp_path / "b" / "cells.jsonl")
+    key = records[2]["key"]
+    records[2]["results"]["closed_form"][records[2]["tasks"][0]] += 1.0
+    atomic.write_text(tmp_path / "b" / "cells.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+    (diff,) = run_differences(tmp_path / "a", tmp_path / "b")
+    assert diff.startswith(f"cells.{key}.results.closed_form.{records[2]['tasks'][0]}: ")

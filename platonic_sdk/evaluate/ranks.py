@@ -69,5 +69,9 @@ def run_cells(work: Sequence[tuple[str, Cell, tuple[str, ...]]], evaluate: Calla
         for start in range(0, len(work), step):
             chunk = work[start : start + step]
             records = distributed.map_sharded(evaluate, chunk, label=lambda i, p: f"cell {p[0]}")
-            distributed.on_rank0(lambda: [finished(record) for record in records] and None)  # its failure stops every rank
+
+            def record_round() -> None:  # on rank 0; its failure stops every rank
+                for record in records:
+                    finished(record)
+            distributed.on_rank0(record_round)
             bar.update(len(chunk))

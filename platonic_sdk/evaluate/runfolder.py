@@ -36,10 +36,25 @@ def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def setting_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """`name: old -> new` for every (nested, dotted) setting that differs between two records."""
+    """`name: old -> new` for every (nested, dotted) setting that differs between two records (as JSON: NaN equals NaN)."""
     a, b = _flat(old), _flat(new)
     show = lambda d, k: repr(d[k]) if k in d else "(absent)"  # noqa: E731
-    return [f"{k}: {show(a, k)} -> {show(b, k)}" for k in sorted(a.keys() | b.keys()) if k not in a or k not in b or a[k] != b[k]]
+    same = lambda k: k in a and k in b and json.dumps(a[k], sort_keys=True) == json.dumps(b[k], sort_keys=True)  # noqa: E731
+    return [f"{k}: {show(a, k)} -> {show(b, k)}" for k in sorted(a.keys() | b.keys()) if not same(k)]
+
+
+def run_differences(a: str | os.PathLike, b: str | os.PathLike) -> list[str]:
+    """What differs between the results of two finished run folders (`name: in a -> in b`; [] for the same
+    run): run.json, studies.json, report.json but its timings and its count of resumed cells, and every
+    cell's record but its seconds (e.g. a run across torchrun's ranks against a single process)."""
+    def results(folder: Path) -> dict[str, Any]:
+        read = lambda name: json.loads((folder / name).read_text())  # noqa: E731
+        report = {k: v for k, v in read("report.json").items() if k != "timings"}
+        report["cells"] = {k: v for k, v in report.get("cells", {}).items() if k != "resumed"}
+        cells = {r["key"]: {k: v for k, v in r.items() if k != "seconds"} for r in read_records(folder / CELLS_FILE)}
+        return {"run": read(RUN_FILE), "studies": read("studies.json"), "report": report, "cells": cells}
+
+    return setting_differences(results(Path(a)), results(Path(b)))
 
 
 def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
