@@ -23,7 +23,10 @@ from .errors import PlatonicError
 from .items import Items
 from .protocol import DualEncoder
 
-__all__ = ["autocast", "batches", "compiled_media", "default_workers", "device_batch_size", "release_free_heap"]
+__all__ = [
+    "autocast", "batch_nbytes", "batch_rows", "batches", "cat_batches", "compiled_media", "default_workers", "device_batch_size",
+    "map_tensors", "release_free_heap",
+]
 
 
 def autocast(device: torch.device | str, enabled: bool = True) -> ContextManager:
@@ -79,15 +82,47 @@ class _Batches(Dataset):
             return _Failed(exc)
 
 
+def map_tensors(fn: Callable[[Tensor], Tensor], batch: Any) -> Any:
+    """`batch` with fn applied to every tensor in it (a tensor, or mappings / lists / tuples of them)."""
+    if isinstance(batch, Tensor):
+        return fn(batch)
+    if isinstance(batch, Mapping):
+        return type(batch)({k: map_tensors(fn, v) for k, v in batch.items()})
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(map_tensors(fn, v) for v in batch)
+    return batch
+
+
 def _to_device(batch: Any, device: torch.device) -> Any:
     """Move every tensor of a (nested) batch to `device`, asynchronously from pinned memory."""
+    return map_tensors(lambda t: t.to(device, non_blocking=True), batch)
+
+
+def batch_rows(batch: Any, ids: Tensor) -> Any:
+    """The model batch of items `ids` of `batch` (every tensor indexed along its first, item, dimension)."""
+    return map_tensors(lambda t: t[ids.to(t.device)], batch)
+
+
+def cat_batches(parts: Sequence[Any]) -> Any:
+    """The model batch of all items of `parts` in order (tensors concatenated along the item dimension)."""
+    first = parts[0]
+    if isinstance(first, Tensor):
+        return torch.cat(list(parts))
+    if isinstance(first, Mapping):
+        return type(first)({k: cat_batches([p[k] for p in parts]) for k in first})
+    if isinstance(first, (list, tuple)):
+        return type(first)(cat_batches(column) for column in zip(*parts))
+    if any(p != first for p in parts):
+        raise PlatonicError(f"cannot join model batches that differ in a non-tensor value ({first!r})")
+    return first
+
+
+def batch_nbytes(batch: Any) -> int:
+    """Bytes held by the tensors of a model batch."""
     if isinstance(batch, Tensor):
-        return batch.to(device, non_blocking=True)
-    if isinstance(batch, Mapping):
-        return type(batch)({k: _to_device(v, device) for k, v in batch.items()})
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(_to_device(v, device) for v in batch)
-    return batch
+        return batch.numel() * batch.element_size()
+    values = batch.values() if isinstance(batch, Mapping) else batch if isinstance(batch, (list, tuple)) else ()
+    return sum(batch_nbytes(v) for v in values)
 
 
 def default_workers(items: Sequence[Any], batch_size: int) -> int:

@@ -189,3 +189,28 @@ def test_landmark_ridge_pulls_the_fit_towards_the_closed_forms_shrunk_target(tar
         with edit.applied_to(target):
             moved[name] = float((encode_items(target, grid.items) - before).norm())
     assert moved["penalised"] < moved["plain"]
+
+
+@pytest.mark.parametrize("family", ["clip", "siglip2", "clap-general"])
+def test_a_pool_preprocessed_once_trains_exactly_as_preprocessing_every_step(family, monkeypatch):
+    """The probe pool is preprocessed once and each step takes its rows; over the memory budget every step
+    preprocesses its own items as before. Both give the same losses and factors, bit for bit (two grids,
+    steps drawing across them; a tensor batch, a NaFlex dict batch, an audio dict batch)."""
+    import platonic_sdk.transfer.lora as lora
+
+    torch.manual_seed(0)
+    encoder = ps.from_config(family)
+    modality = ps.family(family).modality
+    grid_a, grid_b = _grid(modality, "a", 0), _grid(modality, "b", 5)
+    descriptor = _utd(grid_a, 1) - 0.5 * _utd(grid_b, 2)
+    config = LoraRouteConfig(lr=3e-3, max_steps=4, batch_size=10)
+    once = fit_lora(encoder, descriptor, [grid_a, grid_b], config, progress=False)
+    calls = []
+    monkeypatch.setattr(lora, "POOL_BYTES", 0)
+    preprocess = encoder.preprocess
+    monkeypatch.setattr(encoder, "preprocess", lambda items: calls.append(len(items)) or preprocess(items))
+    every = fit_lora(encoder, descriptor, [grid_a, grid_b], config, progress=False)
+    assert once.losses == every.losses and len(once.losses) == 4
+    assert once.factors.keys() == every.factors.keys()
+    assert all(torch.equal(once.factors[k][i], every.factors[k][i]) for k in once.factors for i in (0, 1))
+    assert calls.count(10) >= 4  # the budget fallback preprocessed each step's own batch

@@ -22,7 +22,7 @@ import torch
 from peft.tuners.lora import LoraLayer
 from torch import Tensor, nn
 
-from ..accel import autocast
+from ..accel import autocast, batch_nbytes, batch_rows, cat_batches
 from ..binding import Target
 from ..descriptor import UTD, Composition
 from ..edits.lora_edit import LoraEdit, media_prefix
@@ -30,6 +30,7 @@ from ..errors import GridMismatchError, PlatonicError, ShapeError
 from ..features import encode_items, landmarks
 from ..linalg import relative_ridge
 from ..protocol import DualEncoder
+from ..items import join
 from ..tasks import Grid
 from ..training.loop import non_negative, positive, seeded, total_steps, train
 from ..training.lora_layers import ADAPTER, inject_lora
@@ -85,6 +86,19 @@ def _grid_targets(
     return out
 
 
+POOL_BYTES = 1 << 30  # preprocess the probe pool once when its model batch fits in this much memory
+
+
+def _preprocessed_pool(model: DualEncoder, items: Sequence[Any], batch_size: int) -> Any | None:
+    """The model batch of every probe item, in pool order, preprocessed once (`preprocess` works item by item,
+    so its rows are what each training step's own preprocessing would give); None when over `POOL_BYTES`."""
+    chunks = (model.preprocess([items[j] for j in range(i, min(i + batch_size, len(items)))]) for i in range(0, len(items), batch_size))
+    first = next(chunks)
+    if batch_nbytes(first) / min(batch_size, len(items)) * len(items) > POOL_BYTES:
+        return None
+    return cat_batches([first, *chunks])
+
+
 def fit_lora(
     target: DualEncoder,
     descriptor: UTD | Composition,
@@ -105,9 +119,14 @@ def fit_lora(
     on_device = [attrs.evolve(p, G=p.G.to(device), f_pre=p.f_pre.to(device), target=p.target.to(device)) for p in parts]
     steps = total_steps(len(pool), config.batch_size, config.epochs, config.max_steps)
 
+    inputs = _preprocessed_pool(model, join([part.grid.items for part in parts]), config.batch_size)
+
     def loss_fn(ids: Tensor) -> Tensor:
         chosen = [pool[i] for i in ids.tolist()]
-        batch = model.preprocess([parts[k].grid.items[i] for k, i in chosen])
+        if inputs is None:
+            batch = model.preprocess([parts[k].grid.items[i] for k, i in chosen])
+        else:
+            batch = batch_rows(inputs, ids)
         with autocast(device):
             f = model.encode_media(batch).float()
         per_probe = []
