@@ -189,7 +189,9 @@ class DualEncoder(abc.ABC):
 
     @abc.abstractmethod
     def preprocess(self, items: Sequence[Any]) -> Any:
-        """Raw items (PIL images, or waveforms) to a model batch on this encoder's device."""
+        """Raw items (PIL images, or waveforms) to a model batch on this encoder's device: tensors (or
+        mappings / tuples of them) whose first dimension is the item, each item's rows made from that item
+        alone (`accel.cat_batches` / `batch_rows` join and index batches; the LoRA route preprocesses once)."""
 
     @abc.abstractmethod
     def embed_media(self, batch: Any) -> Tensor:

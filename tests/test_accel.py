@@ -142,3 +142,20 @@ def test_cuda_batch_size_follows_the_probe_peak_and_free_memory(items, monkeypat
     assert device_batch_size(encoder, items) == expected
     assert encoder.probes == [8]  # one probe forward of 8 items
     assert device_batch_size(TinyEncoder(seed=7), items) == accel.CPU_BATCH  # off CUDA: the CPU batch, no probe
+
+
+def test_model_batches_join_and_give_rows_along_the_item_dimension() -> None:
+    from platonic_sdk.accel import batch_nbytes, batch_rows, cat_batches
+    from platonic_sdk.errors import PlatonicError
+
+    def batch(start: int, n: int) -> dict:
+        ids = torch.arange(start, start + n)
+        return {"pixels": ids.float()[:, None].expand(n, 3).clone(), "extra": (ids * 10, "rgb")}
+
+    joined = cat_batches([batch(0, 4), batch(4, 3)])
+    assert torch.equal(joined["pixels"][:, 0], torch.arange(7.0)) and joined["extra"][1] == "rgb"
+    picked = batch_rows(joined, torch.tensor([5, 0, 5]))
+    assert torch.equal(picked["pixels"][:, 2], torch.tensor([5.0, 0.0, 5.0])) and torch.equal(picked["extra"][0], torch.tensor([50, 0, 50]))
+    assert batch_nbytes(joined) == 7 * 3 * 4 + 7 * 8
+    with pytest.raises(PlatonicError, match="differ in a non-tensor value"):
+        cat_batches([{"x": torch.zeros(1), "mode": "a"}, {"x": torch.zeros(1), "mode": "b"}])
