@@ -1,6 +1,6 @@
 """OrthoReg and weight-space merging: fine-tune one model on several tasks without and with OrthoReg,
-merge the task vectors by every registered merging method (task arithmetic, TIES, DARE, TSV-M, Iso-C),
-pick each method's coefficient on validation, and print the table.
+merge the task vectors by every registered merging method (task arithmetic, TIES, DARE, TSV-M, Iso-C)
+and negate each task by every method against a control set, pick each strength on validation, and print the tables.
 
     python examples/orthoreg_merging_study.py                # clip of the shipped image zoo, 3 tasks
     python examples/orthoreg_merging_study.py --ci           # a tiny random CLIP, two tasks, seconds
@@ -38,7 +38,7 @@ def main() -> None:
         world, encoder = ImageWorld(seed=0), zoo.member(args.member)
         recipe = FinetuneConfig(**zoo.read_manifest()["finetune"])  # the recipe of the zoo's own fine-tunes
     tasks = [world.task(t) for t in world.transfer_tasks[: 2 if args.ci else args.tasks]]
-    study = orthoreg_comparison(args.member, encoder, tasks, recipe, progress=True)
+    study = orthoreg_comparison(args.member, encoder, tasks, recipe, progress=True, control=world.task(world.controls[0]))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "study.json").write_text(json.dumps(study, indent=1))

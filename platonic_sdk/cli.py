@@ -21,7 +21,7 @@ from .cli_values import (
 )
 from .demo import demo_config
 from .errors import PlatonicError
-from .evaluate.settings import CACHED, CENTRE_CHOICES, CellSettings, ExperimentConfig, default
+from .evaluate.settings import CENTRE_CHOICES, DEFAULT_METHODS, CellSettings, ExperimentConfig, default
 from .linalg import RIDGE_A, RIDGE_B
 from .version import __version__
 from .worlds.registry import world_names, world_spec
@@ -130,7 +130,7 @@ def _recipe(member: str = "--checkpoint is") -> Parser:
     g.add_argument("--epochs", type=positive_int, help="epochs (library 3; image zoo 10)")
     g.add_argument("--lr", type=positive_float, help="learning rate (library 1e-4; image zoo 5e-3)")
     g.add_argument("--logit-scale", type=positive_float, help="temperature s of the loss CE(s <f, g>) (library 100; image zoo 1/0.07)")
-    g.add_argument("--orthoreg", type=non_negative_float, metavar="COEF", help="OrthoReg coefficient lambda (0: off)")
+    g.add_argument("--orthoreg", type=non_negative_float, metavar="WEIGHT", help="OrthoReg penalty weight lambda (0: off)")
     g.add_argument("--max-steps", type=positive_int, help="cap on optimiser steps")
     return p
 
@@ -211,7 +211,7 @@ def build_parser() -> Parser:
     p.add_argument("--groups", nargs="+", choices=("cross-family", "same-architecture", "same-model"), default=["cross-family"])
     p.add_argument("--pairing", choices=("auto", "distinct", "any"), default="auto", help="source families of the two tasks")
     p.add_argument("--methods", type=lambda v: v.split(","), metavar="M1,M2,...",
-                   help=f"registered cell methods, e.g. closed_form,lora (zero_shot always; default: {','.join(CACHED)})")
+                   help=f"registered cell methods, e.g. closed_form,lora (zero_shot always; default: {','.join(DEFAULT_METHODS)})")
     p.add_argument("--method-cells", action="append", metavar="NAME=N", help="cap a method's cells per kind and group (N or all; lora: 8)")
     for old, kind in (("alpha", "addition"), ("strength", "negation"), ("weight_space_coef", "weight_space")):
         name = f"{kind}_strength"

@@ -231,7 +231,7 @@ def _finetuned(pre, task, args: argparse.Namespace):
     from .finetune import finetune
 
     config, origin = finetune_recipe(args)
-    shown = {k: v for k, v in config.describe().items() if k in (*RECIPE_OPTIONS, "batch_size") or k == "orthoreg" and v["coef"]}
+    shown = {k: v for k, v in config.describe().items() if k in (*RECIPE_OPTIONS, "batch_size") or k == "orthoreg" and v["weight"]}
     print(f"fine-tuning {pre.family} on {task.name!r} with {origin}: {json.dumps(shown)}")
     return finetune(pre, task, config, progress=not args.quiet)
 
@@ -477,8 +477,7 @@ def cmd_grid(args: argparse.Namespace) -> int:
 
 def _grid(args: argparse.Namespace, folder) -> int:
     from .evaluate.experiment import ExperimentConfig, run_experiment, selections
-    from .evaluate.methods import CACHED
-    from .evaluate.settings import CellSettings
+    from .evaluate.settings import DEFAULT_METHODS, CellSettings
     from .evaluate.workspace import zoo_workspace
     from .worlds.registry import world_spec
 
@@ -512,7 +511,7 @@ def _grid(args: argparse.Namespace, folder) -> int:
     config = ExperimentConfig(
         cells=selections(args.kinds, args.groups, args.max_cells), pairing=args.pairing,
         settings=CellSettings(**given("addition_strength", "negation_strength", "weight_space_strength"), lora=lora, seed=args.seed, **centre_kinds(args)),
-        methods=tuple(dict.fromkeys(["zero_shot", *args.methods])) if args.methods else CACHED,
+        methods=tuple(dict.fromkeys(["zero_shot", *args.methods])) if args.methods else DEFAULT_METHODS,
         method_cells=dict(parse_method_cells(args.method_cells or [])), held_out=tuple(held_out), similarity=not args.no_similarity,
         **given("sweep_strengths"), **counts,
     )

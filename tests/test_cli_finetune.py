@@ -71,7 +71,7 @@ def test_finetune_writes_the_fine_tune_the_python_api_makes(tmp_path, capsys):
     saved = FineTuned.load(tmp_path / "ft.safetensors", pre)
     config = FinetuneConfig(lr=0.01, rank=2, logit_scale=20.0, max_steps=3, orthoreg=OrthoReg(0.5))
     direct = finetune(pre, task, config, progress=False)
-    assert saved.metadata["rank"] == 2 and saved.metadata["orthoreg"]["coef"] == 0.5 and saved.metadata["steps"] == 3
+    assert saved.metadata["rank"] == 2 and saved.metadata["orthoreg"]["weight"] == 0.5 and saved.metadata["steps"] == 3
     assert set(saved.task_vector.deltas) == set(direct.task_vector.deltas)
     for name, delta in direct.task_vector.deltas.items():
         assert torch.allclose(saved.task_vector.deltas[name], delta, atol=1e-6), name

@@ -181,7 +181,7 @@ def test_closed_form_cell_matches_a_folded_model(tiny_setup) -> None:
 def test_orthoreg_table_lists_every_method_plain_then_orthoreg() -> None:
     from platonic_sdk.evaluate.report import orthoreg_section
 
-    runs = [{"method": m, "orthoreg": lam, "mean_cosine": 0.1, "coef": 0.5 + 3.5 * (m == "iso_c"), "grid_top": 4.0,
+    runs = [{"method": m, "orthoreg": lam, "mean_cosine": 0.1, "strength": 0.5 + 3.5 * (m == "iso_c"), "grid_top": 4.0,
              "merged_mean": 50.0 + i, "normalised": 0.9}
             for i, (lam, m) in enumerate((lam, m) for lam in (0.0, 1.0) for m in ("task_arithmetic", "ties", "iso_c"))]
     table = orthoreg_section({"family": "clip", "tasks": ["a", "b"], "runs": runs})

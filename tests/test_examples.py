@@ -71,5 +71,8 @@ def test_orthoreg_merging_study(runs):
     assert proc.returncode == 0, proc.stderr
     study = json.loads((out / "study.json").read_text())
     assert [(r["method"], r["orthoreg"]) for r in study["runs"]] == [(m, lam) for lam in (0.0, 1.0) for m in merge_methods()]
-    assert all(0 <= r["coef"] <= 4 and abs(r["coef"] * 20 - round(r["coef"] * 20)) < 1e-9 for r in study["runs"])  # on the grid
+    assert all(0 <= r["strength"] <= 4 and abs(r["strength"] * 20 - round(r["strength"] * 20)) < 1e-9 for r in study["runs"])  # on the grid
+    negation = [(r["method"], r["orthoreg"], r["task"]) for r in study["negation"]]
+    assert negation == [(m, lam, t) for lam in (0.0, 1.0) for t in study["tasks"] for m in merge_methods()]
+    assert all(0 <= r["strength"] <= 1 for r in study["negation"]) and "Negation: each task removed alone" in proc.stdout
     assert "| iso_c |" in proc.stdout and (out / "study.md").read_text().strip() == proc.stdout.strip()

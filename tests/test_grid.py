@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from collections import Counter
 
@@ -17,6 +18,7 @@ from platonic_sdk.evaluate import accuracy
 from platonic_sdk.evaluate.cells import CellSettings, addition_cells, negation_cells, relation
 from platonic_sdk.evaluate.experiment import run_experiment
 from platonic_sdk.evaluate.methods import evaluate_cell
+from platonic_sdk.evaluate.report import summarise
 from platonic_sdk.evaluate.settings import ExperimentConfig
 from platonic_sdk.finetune import TaskVector
 
@@ -158,12 +160,65 @@ def test_merging_methods_on_a_same_architecture_cell(ws, models, tasks, method, 
         merged_weight_space("mean")
 
 
-def test_every_merging_method_is_a_registered_cell_method(ws):
-    from platonic_sdk.evaluate.merging import merged_weight_space
-    from platonic_sdk.finetune import merge_methods
+def _validation_pick(target, vector, tasks, seed, kind, task_names, control_names):
+    """Brute force over the selection grid (extended as select_extending does): the strength whose
+    validation accuracies win, computed on a copy of the target with the vector folded in by hand."""
+    from platonic_sdk.evaluate.merging import validation_part
+    from platonic_sdk.evaluate.selection import DEFAULT_COEFS
 
-    cell = next(c for c in negation_cells(ws, groups=["same-architecture"]) if c.target == "clip")
-    names = ["weight_space" if m == "task_arithmetic" else f"weight_space_{m}" for m in merge_methods()]
-    record = evaluate_cell(ws, cell, CellSettings(), methods=names)
-    for name, m in zip(names, merge_methods()):
-        assert record["results"][name] == merged_weight_space(m)(ws, cell, CellSettings())
+    val = {n: validation_part(tasks[n], seed) for n in (*task_names, *control_names)}
+
+    @functools.cache
+    def accs(c):
+        model = copy.deepcopy(target)
+        vector.apply_to(model.media_encoder, c, allow_other_target=True)
+        return {n: accuracy(model, t) for n, t in val.items()}
+
+    grid = list(DEFAULT_COEFS)
+    if kind == "addition":
+        score = lambda c: (np.mean([accs(c)[t] for t in task_names]), -c)  # noqa: E731
+        best = max(grid, key=score)
+        for _ in range(3):  # the grid grows by its span while the pick is its top
+            if best < max(grid):
+                break
+            grid += [round(max(grid) + c, 10) for c in DEFAULT_COEFS if c > 0]
+            best = max(grid, key=score)
+        return best
+    floor = 0.95 * np.mean([accs(0.0)[c] for c in control_names])
+    feasible = [c for c in grid if np.mean([accs(c)[n] for n in control_names]) >= floor]
+    return min(feasible, key=lambda c: (accs(c)[task_names[0]], c))
+
+
+def test_every_merging_method_chooses_its_strength_on_validation(ws, models, tasks, monkeypatch):
+    from platonic_sdk.evaluate import selection
+    from platonic_sdk.evaluate.settings import MERGED
+    from platonic_sdk.finetune import merge, merge_methods
+
+    assert MERGED == tuple(f"weight_space_{m}" for m in merge_methods())  # all five, registered, in the grid's defaults
+    assert set(MERGED) <= set(ExperimentConfig().methods)
+    seen = []
+    original = selection.accuracy
+    monkeypatch.setattr(selection, "accuracy", lambda encoder, task, split="test": seen.append(task) or original(encoder, task, split))
+    train_ids = {n: {id(x) for x in tasks[n].train.items} for n in tasks}
+    test_ids = {n: {id(x) for x in tasks[n].test.items} for n in tasks}
+    settings = CellSettings(seed=3)
+    for cell in (next(c for c in addition_cells(ws, groups=["same-architecture"], pairing="any") if c.target == "clip"),
+                 next(c for c in negation_cells(ws, groups=["same-architecture"]) if c.target == "clip")):
+        seen.clear()
+        record = evaluate_cell(ws, cell, settings, methods=MERGED)
+        assert set(record["results"]) == set(MERGED)  # every method's row is there
+        assert seen and all({id(x) for x in t.test.items} <= train_ids[t.name] and not {id(x) for x in t.test.items} & test_ids[t.name]
+                            for t in seen)  # selection only ever looked at validation items, never at a test split
+        assert {t.name for t in seen} >= set(cell.tasks) and (cell.kind == "addition" or CONTROL in {t.name for t in seen})
+        vectors = [TaskVector.from_models(models[s].media_encoder, ws.finetuned[(s, t)].media_encoder) for s, t in zip(cell.sources, cell.tasks)]
+        for m in (("ties",) if cell.kind == "addition" else ("dare",)):
+            result = record["results"][f"weight_space_{m}"]
+            merged = merge(vectors, m) if cell.kind == "addition" else -merge(vectors, m)
+            controls = () if cell.kind == "addition" else (CONTROL,)
+            assert result["strength"] == _validation_pick(models["clip"], merged, tasks, 3, cell.kind, cell.tasks, controls)
+            target = copy.deepcopy(models["clip"])
+            merged.apply_to(target.media_encoder, result["strength"], allow_other_target=True)
+            names = [*cell.tasks, CONTROL]
+            assert {n: result[n] for n in names} == pytest.approx({n: accuracy(target, tasks[n]) for n in names})  # reported on test
+    summary = summarise([record], "negation", MERGED)
+    assert summary["weight_space_dare"]["strength"] == record["results"]["weight_space_dare"]["strength"]

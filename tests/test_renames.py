@@ -144,3 +144,13 @@ def test_studies_and_workspace_take_the_old_strength_keywords(ws):
     with pytest.warns(DeprecationWarning, match="use negation_strength="):
         old = studies.guarantee(ws, cells, strength=0.8)
     assert old[0]["strength"] == 0.8 and old[0]["pooled"] == studies.guarantee(ws, cells, negation_strength=0.8)[0]["pooled"]
+
+
+def test_orthoreg_penalty_weight_is_not_called_a_coefficient():
+    from platonic_sdk.training.orthoreg import OrthoReg
+
+    assert OrthoReg(0.5).weight == 0.5 and OrthoReg(0.5).describe()["weight"] == 0.5
+    with pytest.warns(DeprecationWarning, match="use weight="):
+        assert OrthoReg(coef=0.5) == OrthoReg(weight=0.5)
+    with pytest.warns(DeprecationWarning, match=r"OrthoReg\.coef is deprecated"):
+        assert OrthoReg(0.5).coef == 0.5

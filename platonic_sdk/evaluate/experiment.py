@@ -195,8 +195,10 @@ def draw_figures(folder: RunFolder, summary: dict[str, Any], records: Sequence[d
 
 def orthoreg_study(ws: Workspace, config: ExperimentConfig, progress: bool = False) -> dict[str, Any]:
     """Plain vs OrthoReg (lambda = 1) fine-tuning of the first family on several tasks, then weight-space
-    addition by every registered merging method (each coefficient chosen on validation)."""
+    addition and negation (against the first control with train items) by every registered merging
+    method, each strength chosen on validation."""
     family = ws.families[0]
     tasks = [ws.tasks[t] for t in ws.transfer_tasks[: config.orthoreg_tasks]]
     recipe = FinetuneConfig(**config.orthoreg_recipe, seed=config.settings.seed)
-    return orthoreg_comparison(family, ws.models[family], tasks, recipe, progress)
+    control = next((ws.tasks[c] for c in ws.controls if len(ws.tasks[c].train)), None)
+    return orthoreg_comparison(family, ws.models[family], tasks, recipe, progress, control)

@@ -4,8 +4,9 @@ A method is fn(workspace, cell, settings) -> {set: accuracy}, or None where it d
 oracle without the target's own fine-tunes, weight space across architectures). Built in:
 zero_shot; closed_form (addition_strength * A(sum_l U_l), negation_strength * A(-U)); random_utd (Gaussian
 descriptors of the same norms); single_a / single_b (one term of an addition); oracle (the target's
-own descriptors); weight_space (theta + c sum_l tau_l on same-architecture cells) and
-weight_space_<method> for the other merging methods (finetune.merging: ties, dare, tsv, iso_c); lora (the LoRA
+own descriptors); weight_space (theta + c sum_l tau_l on same-architecture cells, c the settings'
+weight_space_strength) and weight_space_<method> for every merging method (finetune.merging:
+task_arithmetic, ties, dare, tsv, iso_c; c chosen per cell on validation, merging.chosen_weight_space); lora (the LoRA
 route fitted to the cell's composition, capped at 8 cells per kind and group: it re-encodes);
 label_reference (label_reference.py: the closed form fed probe-label descriptors, a labelled ceiling).
 Settings' `centre` kinds transfer row-centred descriptors in every solving method.
@@ -23,7 +24,7 @@ from ..finetune.weightspace import merge_method, merge_methods
 from ..transfer.lora import LoraRouteConfig, fit_lora
 from .cells import Cell, eval_names, folded, signed_strength  # noqa: F401  (eval_names: for cell methods)
 from .label_reference import label_reference
-from .merging import merged_weight_space
+from .merging import chosen_weight_space, merged_weight_space
 from .registry import METHODS, CellMethod, MethodFn, method, register_method  # noqa: F401  (re-exported)
 from .settings import CACHED, CellSettings
 from .workspace import Workspace
@@ -78,9 +79,9 @@ register_method("single_b", single(1), "single B", kinds=("addition",))
 register_method("closed_form", closed_form, "ours, closed form")
 register_method("oracle", oracle, "oracle (own UTD)")
 register_method("weight_space", merged_weight_space("task_arithmetic"), "weight-space task arithmetic")
-for _merge in merge_methods():  # the other merging methods, same cells and coefficient: weight_space_ties, ...
-    if _merge != "task_arithmetic":
-        register_method(f"weight_space_{_merge}", merged_weight_space(_merge), f"weight space, {merge_method(_merge).description}")
+for _merge in merge_methods():  # every merging method, its strength chosen on validation: weight_space_ties, ...
+    register_method(f"weight_space_{_merge}", chosen_weight_space(_merge),
+                    f"weight space, {merge_method(_merge).description} (strength on validation)")
 register_method("lora", lora, "ours, LoRA route", max_cells=8)
 register_method("label_reference", label_reference, "labelled ceiling (probe labels, not the method)")
 

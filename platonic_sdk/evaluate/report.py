@@ -56,6 +56,8 @@ def summarise(records: Sequence[dict[str, Any]], kind: str, methods: Sequence[st
         controls = dict.fromkeys(c for r in rows for c in r["controls"])
         entry["controls"] = {c: mean([r["results"][name][c] for r in rows if c in r["controls"]]) for c in controls}
         entry["cells"] = len(rows)
+        if all("strength" in r["results"][name] for r in rows):  # chosen per cell (on validation)
+            entry["strength"] = mean([r["results"][name]["strength"] for r in rows])
         out[name] = entry
     return out
 
@@ -224,8 +226,10 @@ def cells_section(summary: dict[str, Any], kind: str, group: str, strength: floa
     entry = summary[group_key(kind, group)]
     controls = list(dict.fromkeys(c for m in entry.values() if isinstance(m, dict) for c in m["controls"]))
     title = "Two-task addition" if kind == "addition" else "Negation"
+    chosen = [f"{METHODS[m].label if m in METHODS else m} {v['strength']:.2f}" for m, v in entry.items() if isinstance(v, dict) and "strength" in v]
     return (f"## {title}, {group}, strength {strength:g} ({entry['cells']} cells)\n\n"
-            + table(["method", *(SLOT_NAMES[s] for s in SLOTS[kind]), *controls, "control mean", "cells"], _method_rows(entry, kind, controls)))
+            + table(["method", *(SLOT_NAMES[s] for s in SLOTS[kind]), *controls, "control mean", "cells"], _method_rows(entry, kind, controls))
+            + (f"\n\nStrengths chosen on validation (mean over cells): {'; '.join(chosen)}." if chosen else ""))
 
 
 def same_cells_sections(summary: dict[str, Any], strengths: Mapping[str, str]) -> list[str]:
@@ -304,14 +308,26 @@ def guarantee_section(records: Sequence[dict[str, Any]]) -> str:
 
 
 def orthoreg_section(study: dict[str, Any]) -> str:
-    """Per merging method and lambda: task-vector cosine, the coefficient picked on validation, the merged model's accuracy."""
+    """Per merging method and lambda: task-vector cosine, the strength chosen on validation, the merged model's
+    accuracy; with a negation part, per method and lambda the means over negated tasks."""
     methods = list(dict.fromkeys(r["method"] for r in study["runs"]))
     runs = sorted(study["runs"], key=lambda r: methods.index(r["method"]))  # by method, then lambda
-    rows = [[r["method"], r["orthoreg"], r["mean_cosine"], f"{r['coef']:.2f}" + (" (grid top)" if r["coef"] >= r["grid_top"] else ""),
+    rows = [[r["method"], r["orthoreg"], r["mean_cosine"], f"{r['strength']:.2f}" + (" (grid top)" if r["strength"] >= r["grid_top"] else ""),
              r["merged_mean"], r["normalised"]] for r in runs]
-    return (f"## OrthoReg study ({study['family']}, weight-space addition of {', '.join(study['tasks'])}; "
-            "coefficient chosen on validation per method, the grid grown while the pick is its top)\n\n"
-            + table(["merging method", "lambda", "mean pairwise cosine", "picked coefficient", "merged accuracy", "normalised accuracy"], rows))
+    out = (f"## OrthoReg study ({study['family']}, weight-space addition of {', '.join(study['tasks'])}; "
+           "strength chosen on validation per method, the grid grown while the pick is its top)\n\n"
+           + table(["merging method", "lambda", "mean pairwise cosine", "strength", "merged accuracy", "normalised accuracy"], rows))
+    if study.get("negation"):
+        groups = {(r["method"], r["orthoreg"]): [] for r in sorted(study["negation"], key=lambda r: methods.index(r["method"]))}
+        for r in study["negation"]:
+            groups[(r["method"], r["orthoreg"])].append(r)
+        rows = [[m, lam, mean([r["strength"] for r in rs]), mean([r["zero_shot"][r["task"]] for r in rs]), mean([r["removed"] for r in rs]),
+                 mean([r["zero_shot"][study["control"]] for r in rs]), mean([r["control"] for r in rs])] for (m, lam), rs in groups.items()]
+        out += (f"\n\nNegation: each task removed alone (theta - c merge(tau_task)), control {study['control']}; strength chosen on "
+                "validation (lowest removed-task accuracy keeping the control at 95% of zero-shot); means over the tasks\n\n"
+                + table(["merging method", "lambda", "strength", "removed: zero-shot", "removed: edited", "control: zero-shot",
+                         "control: edited"], rows))
+    return out
 
 
 def per_task_section(summary: dict[str, Any]) -> str:

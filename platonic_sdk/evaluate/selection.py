@@ -33,11 +33,13 @@ class Scalable(Protocol):
     def scaled(self, strength: float) -> Edit: ...
 
 
-def task_vector_evaluator(encoder: DualEncoder, vector: TaskVector, tasks: Sequence[Task], split: str = "test") -> Evaluate:
-    """c -> accuracies of theta_pre + c * tau on each task (tau on the media tower; undone after each c)."""
+def task_vector_evaluator(encoder: DualEncoder, vector: TaskVector, tasks: Sequence[Task], split: str = "test",
+                          allow_other_target: bool = False) -> Evaluate:
+    """c -> accuracies of theta_pre + c * tau on each task (tau on the media tower; undone after each c;
+    `allow_other_target`: tau of another model of the same architecture)."""
 
     def evaluate(coef: float) -> dict[str, float]:
-        with vector.apply_to(encoder.media_encoder, coef):
+        with vector.apply_to(encoder.media_encoder, coef, allow_other_target):
             return {task.name: accuracy(encoder, task, split) for task in tasks}
 
     return evaluate

@@ -13,6 +13,9 @@ from .registry import method
 KINDS = ("addition", "negation")
 GROUPS = ("same-model", "same-architecture", "cross-family")
 CACHED = ("zero_shot", "random_utd", "single_a", "single_b", "closed_form", "oracle", "label_reference", "weight_space")  # all but the LoRA route
+# every merging method on same-architecture cells, its strength chosen on validation (None on cross-family cells)
+MERGED = tuple(f"weight_space_{m}" for m in ("task_arithmetic", "ties", "dare", "tsv", "iso_c"))
+DEFAULT_METHODS = CACHED + MERGED
 SWEEP_STRENGTHS = tuple(i / 4 for i in range(9))  # the strength sweep: 0, 0.25, ..., 2
 DEFAULT_CENTRE = ("negation",)  # kinds whose descriptors are row-centred by default (docs/method.md: measured on seeds 5-7)
 CENTRE_CHOICES = {"none": (), "addition": ("addition",), "negation": ("negation",), "all": KINDS}  # --centre: kinds centred
@@ -84,7 +87,7 @@ class ExperimentConfig:
     cells: tuple[CellSelection, ...] = attrs.field(default=selections(), converter=tuple)
     pairing: str = "auto"
     settings: CellSettings = attrs.field(factory=CellSettings)
-    methods: tuple[str, ...] = attrs.field(default=CACHED, converter=tuple)
+    methods: tuple[str, ...] = attrs.field(default=DEFAULT_METHODS, converter=tuple)
     method_cells: Mapping[str, int | None] = attrs.field(factory=dict, converter=dict)
     sweep_strengths: tuple[float, ...] = attrs.field(default=SWEEP_STRENGTHS, converter=_floats)
     sweep_cells: int | None = 200  # per kind, evenly spaced over the cells (None: every cell)

@@ -2,7 +2,8 @@
 
 Updates come from one of two sources: dense (full fine-tuning: Delta W = W - W_pre for every trainable
 2-D tensor) or LoRA ((alpha / r) B A for every peft LoRA layer). Both loops (source fine-tuning and the
-LoRA route) add `OrthoReg(...)(updates)` to their task loss; coefficient 0 switches it off.
+LoRA route) add `OrthoReg(...)(updates)` to their task loss; a penalty weight lambda of 0 switches it off.
+lambda is `OrthoReg.weight`, a training hyperparameter, never an edit's strength.
 """
 
 from __future__ import annotations
@@ -15,16 +16,17 @@ import torch
 from peft.tuners.lora import LoraLayer
 from torch import Tensor, nn
 
+from ..deprecation import renamed_attribute, renamed_init
 from ..errors import PlatonicError, check_strength
 from ..linalg import orthoreg_penalty
 
 Update = tuple[str, Tensor]
 
 
-def _coef(value: float) -> float:
-    value = check_strength(value, "OrthoReg coefficient")
+def _weight(value: float) -> float:
+    value = check_strength(value, "OrthoReg penalty weight")
     if value < 0:
-        raise PlatonicError(f"OrthoReg coefficient must be >= 0, got {value}")
+        raise PlatonicError(f"OrthoReg penalty weight must be >= 0, got {value}")
     return value
 
 
@@ -40,19 +42,21 @@ def pattern(value: str | re.Pattern[str] | None) -> re.Pattern[str] | None:
 
 @attrs.frozen
 class OrthoReg:
-    """lambda * sum_l ||Gram(Delta W_l) - I||_F (or its square); `include` is a regex searched in layer names."""
+    """lambda * sum_l ||Gram(Delta W_l) - I||_F (or its square), lambda = `weight`; `include` is a regex
+    searched in layer names."""
 
-    coef: float = attrs.field(default=0.0, converter=_coef)
+    weight: float = attrs.field(default=0.0, converter=_weight)
     squared: bool = False
     include: re.Pattern[str] | None = attrs.field(default=None, converter=pattern)
+    coef = renamed_attribute("weight")  # its deprecated name
 
     @property
     def active(self) -> bool:
-        return self.coef > 0
+        return self.weight > 0
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready record (stored in the metadata of what a regularised run produces)."""
-        return {"coef": self.coef, "squared": self.squared, "include": self.include.pattern if self.include else None}
+        return {"weight": self.weight, "squared": self.squared, "include": self.include.pattern if self.include else None}
 
     def selected(self, name: str) -> bool:
         return self.include is None or self.include.search(name) is not None
@@ -62,7 +66,7 @@ class OrthoReg:
         terms = [orthoreg_penalty(d.float().reshape(d.shape[0], -1), self.squared) for n, d in updates if self.selected(n)]
         if not terms:
             raise PlatonicError("OrthoReg selected no 2-D update (check the parameter filter and what is trainable)")
-        return self.coef * torch.stack(terms).sum()
+        return self.weight * torch.stack(terms).sum()
 
 
 def dense_updates(module: nn.Module, reference: Mapping[str, Tensor]) -> Iterator[Update]:
@@ -84,3 +88,6 @@ def lora_updates(module: nn.Module) -> Iterator[Update]:
 def dense_reference(module: nn.Module) -> dict[str, Tensor]:
     """Frozen copies W_pre of the trainable 2-D parameters (what `dense_updates` subtracts)."""
     return {name: p.detach().clone() for name, p in module.named_parameters() if p.requires_grad and p.ndim == 2}
+
+
+renamed_init(OrthoReg, coef="weight")
