@@ -1,7 +1,9 @@
-"""Transfer routes: the closed-form operator bank and (in lora.py) the LoRA route; both produce Edits."""
+"""Transfer routes: the closed-form operator bank (its saved form: `SavedBank`) and (in lora.py) the LoRA
+route; both produce Edits."""
 
 from ..edits.edit import Edit, OperatorEdit
 from .closed_form import GridState, OperatorBank
+from .saved_bank import SavedBank
 
 _LORA_NAMES = ("LoraEdit", "LoraRouteConfig", "fit_lora")  # lora.py imports peft (seconds): load on first use
 
@@ -14,4 +16,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Edit", "GridState", "LoraEdit", "LoraRouteConfig", "OperatorBank", "OperatorEdit", "fit_lora"]
+__all__ = ["Edit", "GridState", "LoraEdit", "LoraRouteConfig", "OperatorBank", "OperatorEdit", "SavedBank", "fit_lora"]
