@@ -141,6 +141,19 @@ def test_every_module_has_a_layer():
     assert not stale, f"LAYERS lists modules that do not exist: {stale}"
 
 
+def test_the_architecture_page_lists_these_layers():
+    """docs/architecture.md's Layers table: the same layers in the same order, each naming its modules."""
+    text = (ROOT / "docs/architecture.md").read_text()
+    table = text[text.index("## Layers"):].split("\n## ")[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("| ")]
+    rows = [r for r in rows if r[0] != "layer"]
+    assert [r[0] for r in rows] == [name for name, _ in LAYERS]
+    for (name, prefixes), row in zip(LAYERS, rows):
+        for prefix in prefixes:
+            file = "__init__.py" if not prefix else f"{prefix}.py" if (ROOT / "platonic_sdk" / f"{prefix}.py").is_file() else f"{prefix}/"
+            assert f"{file}`" in row[1], f"the {name} row of docs/architecture.md does not name {file}"
+
+
 def test_every_package_is_installed():
     """pyproject's package list names every package folder (an editable install finds any; a wheel only those)."""
     listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
