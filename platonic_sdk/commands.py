@@ -458,7 +458,7 @@ def benchmark_workspace_from_args(args: argparse.Namespace):
     ws = benchmark_workspace(loaded, models, finetunes, lambda f: recipes[f][0], progress=not args.quiet, per_class=args.per_class,
                              grid_seed=args.grid_seed, batch_size=args.batch_size, **ridges)
     describe = {
-        "benchmark": f"{bench.name}: {bench.description}", "data_root": os.path.abspath(root),
+        "benchmark": f"{bench.name}: {bench.description}", "benchmark data": os.path.abspath(root),
         "checkpoints": {f: models[f].checkpoint for f in families}, "finetunes": str(finetunes.resolve()),
         "finetune recipe": {f: origin for f, (_, origin) in recipes.items()},
     }

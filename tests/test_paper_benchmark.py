@@ -284,3 +284,15 @@ def test_paper_audio_composes_two_tasks_and_reports_the_held_out_third(tmp_path,
     assert summary["held_out"]["task"] == "ESC-50-urban" and 0 <= summary["held_out"]["closed_form"] <= 100
     made = sorted(p.relative_to(out / "finetunes").as_posix() for p in (out / "finetunes").rglob("*.safetensors"))
     assert made == [f"{f}/{t}.safetensors" for f in sorted(families) for t in ("ESC-50", "UrbanSound8K")]
+
+
+def test_the_user_guide_lists_every_dataset_with_its_folder_and_template():
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "user_guide.md").read_text()
+    section = guide[guide.index("## Benchmarks"):]
+    section = section[: section.index("\n## ", 1)]
+    for bench in (benchmark("paper-image"), benchmark("paper-audio")):
+        assert f"--benchmark {bench.name}" in section
+        for entry in bench.sets:
+            folder = re.match(r"[^{<*\s]*/", entry.layout("DIR")).group(0)  # the folder it expects under the data root
+            assert entry.name in section and f"`{folder}" in section, (entry.name, folder)
+            assert all(t in section for t in entry.templates), entry.name
