@@ -222,8 +222,12 @@ def benchmark_argv(tmp_path: Path, out: Path, *extra: str) -> list[str]:
 
 def test_paper_image_runs_end_to_end_on_fake_layouts_and_writes_the_paper_table(tmp_path, capsys):
     image_layouts(tmp_path / "data", cifar_test_per_class=11)
+    for c, cls in enumerate(("ring", "star")):  # a third remote-sensing-like set in class folders, for the held-out study
+        for i in range(3):
+            layouts.save(tmp_path / "data" / "ucm" / cls / f"{i}.png", c)
     out = tmp_path / "run"
-    assert grid(*benchmark_argv(tmp_path, out, "--max-steps", "1")) == 0, capsys.readouterr().err
+    argv = benchmark_argv(tmp_path, out, "--max-steps", "1", "--held-out", "EuroSAT", "RESISC45", "UCM=images:ucm")
+    assert grid(*argv) == 0, capsys.readouterr().err
     report = (out / "report.md").read_text()
     summary = json.loads((out / "report.json").read_text())
     assert report.startswith("# platonic grid --benchmark paper-image")
@@ -234,6 +238,8 @@ def test_paper_image_runs_end_to_end_on_fake_layouts_and_writes_the_paper_table(
         assert entry["cells"] == 2 and set(entry["zero_shot"]["controls"]) == {"CIFAR-100", "ImageNet"}
         for method in ("zero_shot", "random_utd", "closed_form", "oracle"):
             assert all(0 <= v <= 100 for v in entry[method]["controls"].values())
+    pairs = 6 * 5 * 5  # each target, with a source of EuroSAT and one of RESISC45 among the other five families
+    assert f"## Held-out transfer (EuroSAT + RESISC45 -> UCM, never fitted; {pairs} target x source pairs)" in report
     assert summary["per_task"] and set(summary["per_task"]) <= {t.name for t in benchmark("paper-image").tasks}
     run = json.loads((out / "run.json").read_text())["settings"]
     assert run["controls"] == ["CIFAR-100", "ImageNet"] and len(run["families"]) == 6

@@ -59,7 +59,7 @@ class BenchmarkSet:
         if (self.source == "torchvision") != (self.dataset is not None):
             raise PlatonicError(f"benchmark set {self.name!r}: a torchvision set names its dataset, other sources none")
         if (self.classnames is None) == (not self.classnames_from):
-            raise PlatonicError(f"benchmark set {self.name!r}: give literal classnames or say where they come from, not both")
+            raise PlatonicError(f"benchmark set {self.name!r}: give either literal classnames or classnames_from (where they come from)")
 
     def layout(self, root: str | os.PathLike) -> str:
         """The files this set expects under the data root `root`."""
@@ -75,17 +75,17 @@ class BenchmarkSet:
         else:
             task = (esc50_task if self.source == "esc50" else urbansound8k_task)(folder, self.name, templates=self.templates)
         if self.classnames is not None:
-            task = self._named(task)
+            task = self._named(task, folder)
         return task if self.per_class is None else self._control(task, seed)
 
-    def _named(self, task: Task) -> Task:
+    def _named(self, task: Task, folder: Path) -> Task:
         """`task` with the literal class names: the same classes as on disk (or, with `select`, those kept)."""
         on_disk = {class_key(c): i for i, c in enumerate(task.classnames)}
         wanted = [class_key(c) for c in self.classnames]
         missing = [c for c, k in zip(self.classnames, wanted) if k not in on_disk]
         extra = [] if self.select else [c for c, k in zip(task.classnames, on_disk) if k not in set(wanted)]
         if missing or extra:
-            raise PlatonicError(f"{self.name}: the dataset under {str(task_root(task))!r} has other classes than the benchmark's "
+            raise PlatonicError(f"{self.name}: the dataset under {str(folder)!r} has other classes than the benchmark's "
                                 f"{len(self.classnames)}" + (f"; missing {missing[:5]}" if missing else "")
                                 + (f"; not in the benchmark {extra[:5]}" if extra else ""))
         new_label = np.full(task.num_classes, -1, dtype=np.int64)
@@ -108,12 +108,6 @@ def evaluation_only(task: Task, test: Split | None = None) -> Task:
     """`task` with no train items (nothing can probe or fine-tune it), tested on `test` (default: its test split)."""
     test = task.test if test is None else test
     return Task(task.name, task.classnames, test.subset([]), test, task.templates)
-
-
-def task_root(task: Task) -> Path:
-    """The folder its first item lies in (for messages)."""
-    items = task.test.items if len(task.test) else task.train.items
-    return Path(getattr(items, "paths", ["?"])[0]).parent
 
 
 @attrs.frozen

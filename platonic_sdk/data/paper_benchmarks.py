@@ -4,7 +4,9 @@ paper-image: six image-text families, eight tasks, two control sets of 10 images
 authors' one template per task. Every torchvision dataset is read from one torchvision root (the
 data root), SVHN from DIR/svhn and ImageNet from DIR/imagenet. Class names are the datasets' own
 labels in label order (GTSRB's folders carry numbers: its names are the sign names; digits for MNIST
-and SVHN); Cars, SUN397 and ImageNet take theirs from the dataset's files.
+and SVHN); Cars, SUN397 and ImageNet take theirs from the dataset's files. The paper's held-out
+remote-sensing study reads UCMerced and AID, which torchvision does not hold: it has no held-out set
+here (`platonic grid --held-out EuroSAT RESISC45 UCMerced=images:DIR` adds one).
 
 paper-audio: four CLAP families; ESC-50 without its exterior/urban-noise category and UrbanSound8K
 are composed, and ESC-50's exterior/urban-noise category (its test fold) is the held-out set: related
