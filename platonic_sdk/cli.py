@@ -121,9 +121,9 @@ def _allow_other_target(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _recipe(member: str = "--checkpoint is") -> Parser:
+def _recipe(member: str = "--checkpoint is", of: str = "") -> Parser:
     p = Parser(add_help=False)
-    g = p.add_argument_group(f"fine-tuning recipe (default: the zoo's own when {member} a zoo member, else the library's)")
+    g = p.add_argument_group(f"fine-tuning recipe{of} (default: the zoo's own when {member} a zoo member, else the library's)")
     g.add_argument("--mode", choices=("lora", "full"), help="LoRA on the tower's attention q/v, or full fine-tuning (lora)")
     g.add_argument("--rank", type=positive_int, help="LoRA rank (4)")
     g.add_argument("--lora-alpha", type=positive_float, help="LoRA alpha; updates are (alpha / rank) B A (8)")
@@ -195,7 +195,7 @@ def build_parser() -> Parser:
     _allow_other_target(p)
     p.set_defaults(func=commands.cmd_evaluate)
 
-    p = sub.add_parser("grid", parents=[common, data, _recipe("--model names")],
+    p = sub.add_parser("grid", parents=[common, data, _recipe("--model names", " of the fine-tunes --benchmark makes")],
                        help="run cells with any registered methods and the studies; write report.md")
     _experiment_options(p)
     g = p.add_argument_group("benchmark (the paper's studies on datasets under --data-root)")

@@ -433,6 +433,16 @@ def parse_models(items: Sequence[str], families: Sequence[str]) -> dict[str, str
     return out
 
 
+def check_benchmark_options(args: argparse.Namespace) -> None:
+    """--model and --finetunes belong to --benchmark, which brings its own tasks, controls and models."""
+    if args.benchmark:
+        clash = [o for o, v in (("--task", args.tasks), ("--controls", args.controls), ("models in --config", args.models)) if v]
+        if clash:
+            raise PlatonicError(f"--benchmark {args.benchmark} brings its own tasks, controls and families: drop {', '.join(clash)}")
+    elif args.model or args.finetunes:
+        raise PlatonicError("--model and --finetunes choose the checkpoints and fine-tunes of a --benchmark; give --benchmark NAME")
+
+
 def benchmark_workspace_from_args(args: argparse.Namespace):
     """(Workspace, description, held-out names) of --benchmark: its datasets under --data-root (every
     missing one named before any model loads), the families' checkpoints, their fine-tunes."""
@@ -471,6 +481,7 @@ def cmd_grid(args: argparse.Namespace) -> int:
 
     for name in [*(args.methods or ()), *(n for n, _ in parse_method_cells(args.method_cells or []))]:
         method(name)  # an unknown method is refused before any model loads
+    check_benchmark_options(args)
     with rank_folder(_require(args.out, "--out")) as folder:  # locked before any model loads (on rank 0)
         return _grid(args, folder)
 

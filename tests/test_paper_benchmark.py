@@ -198,6 +198,10 @@ def test_unknown_benchmarks_and_bad_models_are_refused(tmp_path, capsys):
     assert "unknown benchmark 'paper-video'; known: paper-audio, paper-image" in capsys.readouterr().err
     assert grid("--benchmark", "paper-image", "--data-root", str(tmp_path), "--out", str(tmp_path / "r"), "--model", "clap=x") == 2
     assert "'clap' is not among the benchmark's families" in capsys.readouterr().err
+    assert grid("--benchmark", "paper-image", "--task", "amber_shapes", "--out", str(tmp_path / "r")) == 2
+    assert "brings its own tasks, controls and families: drop --task" in capsys.readouterr().err
+    assert grid("--model", "clip=x", "--out", str(tmp_path / "r")) == 2
+    assert "give --benchmark NAME" in capsys.readouterr().err
     image_layouts(tmp_path / "data", cifar_test_per_class=1)  # the datasets are there; the hub ids cannot load offline
     assert grid("--benchmark", "paper-image", "--data-root", str(tmp_path / "data"), "--out", str(tmp_path / "r")) == 2
     err = capsys.readouterr().err
