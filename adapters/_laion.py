@@ -19,7 +19,7 @@ import safetensors.torch
 import torch
 from torch import Tensor, nn
 
-from platonic_sdk.data.audio import as_waveform
+from platonic_sdk.data.audio import InputFormat
 from platonic_sdk.errors import CheckpointError, PlatonicError
 from platonic_sdk.protocol import AffineSite, DualEncoder
 
@@ -58,6 +58,8 @@ class LaionClapEncoder(DualEncoder):
         self.tokenizer = tokenizer  # None: laion_clap's bundled BPE (transformer text towers)
         self.family = family
         self.checkpoint = checkpoint
+        cfg = self.audio_cfg
+        self.input_format = InputFormat(int(cfg["sample_rate"]), int(cfg["clip_samples"]), crop=not self.options["fused"])
 
     @property
     def embed_dim(self) -> int:
@@ -85,7 +87,8 @@ class LaionClapEncoder(DualEncoder):
         return int(self.audio_cfg["sample_rate"])
 
     def preprocess(self, items: Sequence[Any]) -> dict[str, Tensor]:
-        """Mono at 48 kHz, int16-quantised as laion_clap does, then its own repeat-padding / cropping / fusion views."""
+        """Mono at the model's rate (48 kHz), cropped to its window unless fused (`input_format`), int16-quantised
+        as laion_clap does, then its own repeat-padding (and fusion views)."""
         if len(items) == 0:
             raise PlatonicError("no audio items to preprocess")
         _, data = _laion()
@@ -96,7 +99,7 @@ class LaionClapEncoder(DualEncoder):
         try:
             samples = []
             for item in items:
-                wave = as_waveform(item).prepared(self.sample_rate)
+                wave = self.input_format.fit(item)
                 wave = (np.clip(wave, -1, 1) * 32767.0).astype(np.int16).astype(np.float32) / 32767.0
                 samples.append(data.get_audio_features({}, torch.from_numpy(wave), cfg["clip_samples"],
                                                        "fusion" if self.options["fused"] else "rand_trunc",

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 from transformers import ClapConfig, ClapFeatureExtractor, ClapModel, PreTrainedTokenizerBase
 
-from platonic_sdk.data.audio import as_waveform
+from platonic_sdk.data.audio import InputFormat
 from platonic_sdk.errors import CheckpointError, PlatonicError
 from platonic_sdk.protocol import AffineSite, DualEncoder
 from platonic_sdk.registry import FamilySpec, register_family
@@ -37,8 +37,9 @@ from ._text import check_texts, check_vocab, context_length_of, load_tokenizer
 
 # HTSAT's window attention: the query and value projections of every Swin block.
 LORA_TARGETS = ["attention.self.query", "attention.self.value"]
-# Seed of the feature extractor's random crops (clips longer than the window), fixed so that the same
-# clip always gives the same features: descriptors and caches must be reproducible.
+# Seed of the feature extractor's random crops (a fused model's views of clips longer than its window;
+# unfused models get clips already cropped to their first window), fixed so that the same clip always
+# gives the same features: descriptors and caches must be reproducible.
 CROP_SEED = 0
 
 _TINY_TEXT = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64,
@@ -73,6 +74,7 @@ class ClapEncoder(DualEncoder):
         self._model = model.eval()
         self.tokenizer = tokenizer
         self.feature_extractor = feature_extractor
+        self.input_format = InputFormat(int(feature_extractor.sampling_rate), int(feature_extractor.nb_max_samples), crop=not fused)
         self.family = family
         self.checkpoint = checkpoint
 
@@ -103,10 +105,11 @@ class ClapEncoder(DualEncoder):
         return self._model.logit_scale_a
 
     def preprocess(self, items: Sequence[Any]) -> dict[str, Tensor]:
-        """Waveforms or audio file paths -> mono at the model's rate -> the model's padded/cropped log-mels."""
+        """Waveforms or audio file paths -> mono at the model's rate, cropped to its window (`input_format`;
+        a fused model reads long clips whole) -> the model's (padded) log-mels."""
         if len(items) == 0:
             raise PlatonicError("no audio items to preprocess")
-        waves = [as_waveform(item).prepared(self.sample_rate) for item in items]
+        waves = [self.input_format.fit(item) for item in items]
         state = np.random.get_state()  # the extractor crops with numpy's global generator
         np.random.seed(CROP_SEED)
         try:

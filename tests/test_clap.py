@@ -49,9 +49,10 @@ def test_embeddings_have_the_protocol_shapes(case):
         f = enc.encode_media(batch)
     assert z.shape == (3, enc.embed_dim) and t.shape == (2, enc.embed_dim)
     assert torch.allclose(f.norm(dim=-1), torch.ones(3), atol=1e-5)
-    # the fused family stacks four views and flags the clip longer than its window
-    assert batch["input_features"].shape[1] == (4 if family == "clap-htsat-fused" else 1)
-    assert batch["is_longer"].ravel().tolist() == [False, False, True]
+    # the fused family stacks four views and flags the clip longer than its window; the others crop it
+    fused = family == "clap-htsat-fused"
+    assert batch["input_features"].shape[1] == (4 if fused else 1)
+    assert batch["is_longer"].ravel().tolist() == [False, False, fused]
 
 
 def test_preprocess_is_deterministic_and_resamples_to_the_model_rate(case):
@@ -64,6 +65,38 @@ def test_preprocess_is_deterministic_and_resamples_to_the_model_rate(case):
     assert torch.allclose(a[0], b[0])
     long_clip = _clips()[2]
     assert torch.equal(enc.preprocess([long_clip])["input_features"], enc.preprocess([long_clip])["input_features"])
+
+
+def test_a_long_clip_at_another_rate_is_resampled_and_cropped_as_by_hand(case, caplog):
+    """A 2 s clip at 16 kHz embeds as the same clip resampled by torchaudio and cut to the model's first
+    window by hand (a fused model reads it whole: resampled only); the log says what was done."""
+    from torchaudio.functional import resample
+
+    family, enc = case
+    t = np.arange(32000) / 16000
+    clip = Waveform(np.sin(2 * np.pi * 300 * t) * np.linspace(0.2, 1.0, t.size), 16000)
+    rate = enc.feature_extractor.sampling_rate
+    window = enc.feature_extractor.nb_max_samples
+    by_hand = resample(torch.from_numpy(clip.samples), 16000, rate).numpy()
+    fused = family == "clap-htsat-fused"
+    if not fused:
+        by_hand = by_hand[:window]
+    assert by_hand.size == (2 * rate if fused else window)
+    enc.input_format.noted.clear()
+    with caplog.at_level("WARNING", logger="platonic_sdk.audio"), torch.no_grad():
+        ours = enc.encode_media(enc.preprocess([clip]))
+        again = enc.encode_media(enc.preprocess([clip]))
+    np.random.seed(0)  # the fused model's views of a long clip are random crops (the adapter fixes the seed)
+    native_input = enc.feature_extractor([by_hand], sampling_rate=rate, return_tensors="pt")
+    with torch.no_grad():
+        native = enc.model.get_audio_features(input_features=native_input["input_features"],
+                                              is_longer=torch.tensor([[fused]])).pooler_output
+    assert torch.allclose(ours, native, atol=1e-5)
+    assert torch.equal(ours, again)
+    notes = [r.getMessage() for r in caplog.records]
+    assert any(f"resampled 16000 Hz audio to the model's {rate} Hz" in n for n in notes)
+    assert any(("fusion views" if fused else "first 1 s") in n for n in notes)
+    assert len(notes) == 2  # each note once per encoder
 
 
 def test_fold_equals_forward_and_remove_restores(case):

@@ -8,6 +8,7 @@ mono samples at its own rate with `as_waveform(item).prepared(rate)`. Folder and
 from __future__ import annotations
 
 import io
+import logging
 import os
 import struct
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ from ..tasks import Split, Task
 from .folders import check_class_names, read_table, scan_classes, stratified_split, subfolders
 
 AUDIO_TEMPLATE = "this is a sound of {}."
+log = logging.getLogger("platonic_sdk.audio")
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".aiff", ".aif", ".mp3")
 
 
@@ -87,6 +89,41 @@ class Waveform:
     def prepared(self, rate: int) -> np.ndarray:
         """Mono float32 samples at `rate` Hz: what a model's feature extractor takes."""
         return self.mono().resample(rate).samples
+
+
+@attrs.define
+class InputFormat:
+    """A model's audio input: mono at `rate` Hz in a window of `window` samples. Longer clips are cropped
+    to their first window unless `crop` is False (a fused model reads a long clip whole, through its
+    fusion views); shorter ones are left to the model's own padding. What each conversion did is noted
+    once per encoder in the `platonic_sdk.audio` log (a warning: a resample loses what lies above the
+    model's Nyquist frequency, a crop what lies past the window)."""
+
+    rate: int
+    window: int
+    crop: bool = True
+    noted: set[str] = attrs.field(factory=set, eq=False)
+
+    def fit(self, item: Any) -> np.ndarray:
+        """`item` as mono float32 samples at the model's rate, cropped to the window (when it crops)."""
+        wave = as_waveform(item)
+        samples = wave.prepared(self.rate)
+        seconds = self.window / self.rate
+        if wave.sample_rate != self.rate:
+            self._note(f"resampled {wave.sample_rate} Hz audio to the model's {self.rate} Hz (it hears nothing above {self.rate // 2} Hz)")
+        if samples.size > self.window:
+            self._note(f"cropped clips longer than the model's {seconds:g} s window to their first {seconds:g} s" if self.crop
+                       else f"read clips longer than the model's {seconds:g} s window through its fusion views")
+            if self.crop:
+                samples = samples[: self.window]
+        elif samples.size < self.window:
+            self._note(f"clips shorter than the model's {seconds:g} s window are padded by the model's feature extractor")
+        return samples
+
+    def _note(self, message: str) -> None:
+        if message not in self.noted:
+            self.noted.add(message)
+            log.warning("audio input: %s", message)
 
 
 def wav_header_frames(handle: IO[bytes]) -> int | None:
