@@ -15,11 +15,12 @@ from platonic_sdk.evaluate.workspace import Workspace
 from platonic_sdk.zeroshot import accuracy
 from platonic_sdk.finetune.source import FinetuneConfig, finetune
 from platonic_sdk.worlds.audio import AudioWorld
+from platonic_sdk.worlds.registry import world_spec
 from platonic_sdk.worlds.pretrain import PretrainConfig, pretrain
 from platonic_sdk.worlds.train_zoo import world_tokenizer
 from cell_checks import assert_closed_form_cell_is_the_folded_model
 
-TASKS = ("muffled_notes", "muffled_melodies", "short_noises")
+TASKS = ("raised_notes", "raised_melodies", "bright_noises")
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +48,10 @@ def test_audio_demo_runs_every_stage(tiny_setup, tmp_path) -> None:
     report = run_experiment(ws, tmp_path, demo_config("audio", seed=5))
     on_disk = json.loads((tmp_path / "report.json").read_text())
     assert on_disk["addition"]["cells"] == report["addition"]["cells"] == 2 * 3  # 2 targets x 3 task pairs
-    assert on_disk["held_out"]["task"] == "muffled_vibrato" and on_disk["same_cells"]["lora"]["addition"]["cells"] == 6
+    assert on_disk["held_out"]["task"] == "raised_vibrato" and on_disk["same_cells"]["lora"]["addition"]["cells"] == 6
     recipe = on_disk["config"]["settings"]["lora"]  # the audio world's recipe
-    assert (recipe["lr"], recipe["epochs"], recipe["ridge_b"]) == (3e-3, 20, 1.0)
+    spec = world_spec("audio")
+    assert (recipe["lr"], recipe["epochs"], recipe["ridge_b"]) == (spec.lora["lr"], spec.lora["epochs"], spec.ridge_b)
     direct = {(t, n): accuracy(ws.models[t], ws.tasks[n]) for t in ws.families for n in TASKS}
     cells = [json.loads(line) for line in (tmp_path / "cells.jsonl").read_text().splitlines()]
     add = [c for c in cells if c["kind"] == "addition"]

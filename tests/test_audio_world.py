@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import attrs
 import numpy as np
 import pytest
 
 from platonic_sdk.data.audio import Waveform
 from platonic_sdk.errors import PlatonicError
-from platonic_sdk.worlds.audio import MUFFLED, TASK_SPECS, AudioWorld, noise, tone
+from platonic_sdk.worlds.audio import BRIGHT, MUFFLED, RAISED, TASK_SPECS, AudioWorld, noise, tone
 from platonic_sdk.worlds.sounds import REGISTERS, TIMBRES, Sound, caption, synthesise
 
 RATE = 8000
@@ -94,7 +95,7 @@ def test_the_world_is_deterministic_and_streams_are_disjoint():
     assert all(np.array_equal(clips_a[i].samples, clips_b[i].samples) for i in range(20))
     other, _ = AudioWorld(seed=1).corpus(20)
     assert not np.array_equal(other[0].samples, clips_a[0].samples)
-    task = a.task("muffled_notes")
+    task = a.task("muffled_timbres")
     assert isinstance(task.train.items[0], Waveform) and task.train.items[0].sample_rate == 8000
     train = {task.train.items[i].samples.tobytes() for i in range(len(task.train))}
     assert not any(task.test.items[i].samples.tobytes() in train for i in range(len(task.test)))
@@ -103,11 +104,17 @@ def test_the_world_is_deterministic_and_streams_are_disjoint():
 
 def test_tasks_cover_the_study():
     world = AudioWorld()
-    assert len(world.transfer_tasks) >= 5
+    assert len(world.transfer_tasks) >= 4
     assert world.trio[2] not in world.transfer_tasks and set(world.trio[:2]) <= set(world.transfer_tasks)
     assert not set(world.controls) & set(world.transfer_tasks)
     spec = TASK_SPECS[world.trio[2]]
     assert spec.classnames == TASK_SPECS[world.trio[0]].classnames  # the held-out task shares the trio's labels
+    # distinct label sets: tasks share class names only with tasks of the same attribute and shift
+    label_sets = {TASK_SPECS[t].classnames for t in world.transfer_tasks}
+    assert len(label_sets) >= 3
+    assert all(not set(a) & set(b) for a in label_sets for b in label_sets if a != b)
+    # one control per label set, on clips of the pretraining distribution
+    assert {TASK_SPECS[c].classnames for c in world.controls} == label_sets
     _, captions = world.corpus(3000)
     vocabulary = {w for c in captions for w in c.split()}
     for name, spec in TASK_SPECS.items():
@@ -115,3 +122,26 @@ def test_tasks_cover_the_study():
             assert set(cls.split()) <= vocabulary, f"{name}: class {cls!r} never occurs in pretraining captions"
     with pytest.raises(PlatonicError, match="unknown task"):
         world.task("no_such_task")
+
+
+def _peak(x: np.ndarray) -> float:
+    freqs, mag = _spectrum(x)
+    return float(freqs[mag.argmax()])
+
+
+def test_the_shifts_move_pitch_and_spectral_slope_by_their_amounts():
+    world = AudioWorld(seed=0, train_per_class=4, test_per_class=1)
+    raised, plain = TASK_SPECS["raised_notes"].sampler, TASK_SPECS["control_registers"].sampler
+    for i in range(6):
+        # the same generator state draws the same note; the raised task then transposes it by RAISED +- 1 semitones
+        a, b = raised(np.random.default_rng(i), i % 3), plain(np.random.default_rng(i), i % 3)
+        semis = 12 * np.log2(a.f0 / b.f0)
+        assert abs(semis - RAISED) <= 1.0 and a.register == b.register and a.count == 1
+        assert abs(12 * np.log2(_peak(synthesise(attrs.evolve(a, timbre="whistle", floor=0.0), np.random.default_rng(0))) / a.f0)) < 0.2
+    for i in range(4):
+        bright, flat = TASK_SPECS["bright_noises"].sampler(np.random.default_rng(i), 1), TASK_SPECS["control_noises"].sampler(np.random.default_rng(i), 1)
+        assert bright.noise == flat.noise == "pink" and abs(bright.tilt - BRIGHT) <= 1.0 and flat.tilt == 0.0
+        muffled = TASK_SPECS["muffled_timbres"].sampler(np.random.default_rng(i), 2)
+        assert muffled.timbre == "clarinet" and abs(muffled.tilt - MUFFLED) <= 1.0
+    train = world.task("raised_melodies").train
+    assert np.bincount(train.labels).tolist() == [4, 4, 4]

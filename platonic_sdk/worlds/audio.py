@@ -1,15 +1,29 @@
 """The built-in synthetic audio world: a captioned pretraining corpus and a suite of shifted tasks.
 
 Pretraining clips (1 s at 8 kHz) are tones of six timbres in three registers with four envelopes,
-1-4 notes and occasional pitch glides, and bursts of white/pink/brown noise, all with a flat spectrum.
-Each task takes one attribute as its label and moves the clips off the pretraining distribution in a
-way that changes how the attribute reads out rather than whether it is encoded (METHOD.md sec. 11):
-a spectral tilt (the audio analogue of a colour tint: an additive offset in log-mel space), a level
-far below the pretraining range (a uniform offset in dB), far shorter noise bursts. (Envelopes, note
-counts and small pitch glides were tried and left out: the small zoo does not encode them well enough
-for their shifts to be readout shifts. A treble-boosting tilt was left out too: on the same labels as
-the muffled trio it pulls the timbre readout the opposite way, so their sum cancels.) The related trio is timbre under the same "muffled" tilt for
-single notes, melodies, and vibrato notes (vibrato never occurs in pretraining: the held-out member).
+1-4 notes and occasional pitch glides, and single bursts of white/pink/brown noise, all with a flat
+spectrum. Each task takes one attribute as its label and moves the clips off the pretraining
+distribution in a way that changes how the attribute reads out rather than whether it is encoded
+(METHOD.md sec. 11), so the zoo's zero-shot failure lies in the readout:
+
+- noise under a +2 dB/octave brightening tilt, one burst or 2-4 bursts (pretraining has one): the
+  label *is* the spectral slope (pink -3, brown -6 dB/octave), and the tilt shifts every colour
+  along it (pink reads as white), an additive offset in log-mel space;
+- notes transposed up by about 8 semitones: the register boundaries move (a "low" note now sounds
+  where "middle" ones did). The related trio: single notes, 2-4 note melodies, and (held out)
+  vibrato notes, never heard in pretraining;
+- single notes under a -7 dB/octave muffling tilt: timbre (the balance of partials) reads wrong.
+
+So the transfer tasks use three distinct label sets (noise colours, registers, timbres), and the
+controls are the same three attributes on clips of the pretraining distribution. Measured on the
+zoo (world seed 0): a linear probe on the frozen embeddings reads bright noises at 98-100%, the
+transposed registers and muffled timbres at 78-88%, against zero-shot 42-73%; the closed form
+carries the noise tasks best (its own descriptor at alpha 0.5: +9 to +28 points), the other two
+less (+2 to +8). Tried and left out,
+since the zoo reads them through the shift (zero-shot 76-100%: little room to gain or to remove):
+registers at -30 dB or under a +-7-9 dB/octave tilt, timbres under a treble-boosting tilt.
+Envelopes, note counts and glides are encoded too weakly (zero-shot near chance for two members)
+to give readout shifts.
 Every clip is a pure function of (world seed, stream, index): the same seed gives the same samples.
 """
 
@@ -31,7 +45,9 @@ from .zoo import ZooMember, ZooRecipe
 from .sounds import ENVELOPES, NOISES, REGISTERS, TIMBRES, Sound, caption, synthesise
 
 Sampler = Callable[[np.random.Generator, int], Sound]
-MUFFLED = -7.0  # dB per octave of the trio's spectral tilt (pretraining: flat)
+MUFFLED = -7.0  # dB per octave of the timbre task's spectral tilt (pretraining: flat)
+BRIGHT = 2.0  # dB per octave of the noise tasks' tilt
+RAISED = 8.0  # semitones of the register trio's transposition
 
 
 def _pick(rng: np.random.Generator, options) -> str:
@@ -95,56 +111,60 @@ class TaskSpec:
     description: str
 
 
-def _timbre_under(tilt: float, count: tuple[int, int] = (1, 1), vibrato: tuple[float, float] = (0.0, 0.0)) -> Sampler:
+def _timbres(tilt: float) -> Sampler:
+    """Timbre of a single steady-pitched note under a spectral tilt of `tilt` +- 1 dB/octave (0: none)."""
+
     def sample(rng: np.random.Generator, label: int) -> Sound:
-        return tone(
-            rng,
-            timbre=list(TIMBRES)[label],
-            count=int(rng.integers(count[0], count[1] + 1)),
-            glide=0.0,
-            vibrato=float(rng.uniform(*vibrato)),
-            tilt=float(rng.uniform(tilt - 1.0, tilt + 1.0)) if tilt else 0.0,
-        )
+        return tone(rng, timbre=TIMBRE_NAMES[label], count=1, glide=0.0,
+                    tilt=float(rng.uniform(tilt - 1.0, tilt + 1.0)) if tilt else 0.0)
 
     return sample
 
 
-def _quiet_timbres(count: tuple[int, int]) -> Sampler:
+def _registers(semitones: float, count: tuple[int, int] = (1, 1), vibrato: tuple[float, float] = (0.0, 0.0)) -> Sampler:
+    """Register of `count` steady-pitched notes (optionally with vibrato) transposed by `semitones` +- 1 (0: none)."""
+
     def sample(rng: np.random.Generator, label: int) -> Sound:
-        return tone(rng, timbre=list(TIMBRES)[label], count=int(rng.integers(count[0], count[1] + 1)), glide=0.0,
-                    gain=float(rng.uniform(0.08, 0.15)))
+        notes = int(rng.integers(count[0], count[1] + 1)) if count[1] > count[0] else count[0]
+        depth = float(rng.uniform(*vibrato)) if vibrato[1] else 0.0
+        sound = tone(rng, register=REGISTER_NAMES[label], count=notes, glide=0.0, vibrato=depth)
+        shift = float(rng.uniform(semitones - 1.0, semitones + 1.0)) if semitones else 0.0
+        return attrs.evolve(sound, f0=sound.f0 * 2.0 ** (shift / 12.0))
 
     return sample
 
 
-def _clean_registers(rng: np.random.Generator, label: int) -> Sound:
-    return tone(rng, register=list(REGISTERS)[label], count=1, glide=0.0)
+def _noises(tilt: float, count: tuple[int, int] = (1, 1), fill: tuple[float, float] = (0.6, 0.95)) -> Sampler:
+    """Colour of `count` noise bursts filling `fill` of their beats under a spectral tilt of `tilt` +- 1 dB/octave (0: none)."""
+
+    def sample(rng: np.random.Generator, label: int) -> Sound:
+        return noise(rng, noise=NOISES[label], count=int(rng.integers(count[0], count[1] + 1)), fill=float(rng.uniform(*fill)),
+                     tilt=float(rng.uniform(tilt - 1.0, tilt + 1.0)) if tilt else 0.0)
+
+    return sample
 
 
-def _short_noises(rng: np.random.Generator, label: int) -> Sound:
-    return noise(rng, noise=NOISES[label], fill=float(rng.uniform(0.08, 0.15)))
-
-
-TIMBRE_NAMES = tuple(TIMBRES)
+TIMBRE_NAMES, REGISTER_NAMES = tuple(TIMBRES), tuple(REGISTERS)
+TIMBRE, REGISTER, NOISE = "the sound of a {}.", "the sound of a {} tone.", "the sound of {} noise."
 TASK_SPECS: dict[str, TaskSpec] = {
     spec.name: spec
     for spec in (
-        TaskSpec("muffled_notes", TIMBRE_NAMES, "the sound of a {}.", _timbre_under(MUFFLED),
-                 "timbre of a single note under a muffling tilt"),
-        TaskSpec("muffled_melodies", TIMBRE_NAMES, "the sound of a {}.", _timbre_under(MUFFLED, count=(2, 4)),
-                 "timbre of 2-4 notes under a muffling tilt"),
-        TaskSpec("muffled_vibrato", TIMBRE_NAMES, "the sound of a {}.", _timbre_under(MUFFLED, vibrato=(0.4, 0.8)),
-                 "timbre of a vibrato note (never in pretraining) under a muffling tilt"),
-        TaskSpec("quiet_notes", TIMBRE_NAMES, "the sound of a {}.", _quiet_timbres((1, 1)),
-                 "timbre of a single note played far more quietly than in pretraining"),
-        TaskSpec("quiet_melodies", TIMBRE_NAMES, "the sound of a {}.", _quiet_timbres((2, 4)),
-                 "timbre of 2-4 notes played far more quietly than in pretraining"),
-        TaskSpec("short_noises", NOISES, "the sound of {} noise.", _short_noises,
-                 "colour of a noise burst, far shorter than in pretraining"),
-        TaskSpec("control_timbres", TIMBRE_NAMES, "the sound of a {}.", _timbre_under(0.0),
+        TaskSpec("raised_notes", REGISTER_NAMES, REGISTER, _registers(RAISED),
+                 "register of a single note transposed up by about 8 semitones"),
+        TaskSpec("raised_melodies", REGISTER_NAMES, REGISTER, _registers(RAISED, count=(2, 4)),
+                 "register of 2-4 notes transposed up by about 8 semitones"),
+        TaskSpec("raised_vibrato", REGISTER_NAMES, REGISTER, _registers(RAISED, vibrato=(0.4, 0.8)),
+                 "register of a vibrato note (never in pretraining) transposed up by about 8 semitones"),
+        TaskSpec("bright_noises", NOISES, NOISE, _noises(BRIGHT), "colour of a noise burst under a brightening tilt"),
+        TaskSpec("bright_bursts", NOISES, NOISE, _noises(BRIGHT, count=(2, 4)),
+                 "colour of 2-4 noise bursts (pretraining has one) under a brightening tilt"),
+        TaskSpec("muffled_timbres", TIMBRE_NAMES, TIMBRE, _timbres(MUFFLED), "timbre of a single note under a muffling tilt"),
+        TaskSpec("control_timbres", TIMBRE_NAMES, TIMBRE, _timbres(0.0),
                  "control: timbres of single notes from the pretraining distribution"),
-        TaskSpec("control_registers", tuple(REGISTERS), "the sound of a {} tone.", _clean_registers,
+        TaskSpec("control_registers", REGISTER_NAMES, REGISTER, _registers(0.0),
                  "control: pitch registers of single notes from the pretraining distribution"),
+        TaskSpec("control_noises", NOISES, NOISE, _noises(0.0),
+                 "control: colours of noise bursts from the pretraining distribution"),
     )
 }
 
@@ -185,8 +205,8 @@ class AudioWorld(SeededWorld):
     train_per_class: int = 64
     test_per_class: int = 40
 
-    trio: tuple[str, str, str] = ("muffled_notes", "muffled_melodies", "muffled_vibrato")
-    controls: tuple[str, ...] = ("control_timbres", "control_registers")
+    trio: tuple[str, str, str] = ("raised_notes", "raised_melodies", "raised_vibrato")
+    controls: tuple[str, ...] = ("control_timbres", "control_registers", "control_noises")
 
     def _clips(self, stream: str, sounds: list[Sound], offset: int = 0) -> Clips:
         keys = tuple((self.seed, stream_key(stream), offset + i) for i in range(len(sounds)))
@@ -254,18 +274,22 @@ AUDIO_ZOO: tuple[ZooMember, ...] = (
 )
 AUDIO_CORPUS_SIZE = 20_000
 AUDIO_PRETRAIN = PretrainConfig(steps=1000, batch_size=64, lr=2e-3)
-# Source fine-tuning of the shipped zoo: rank-4 LoRA on HTSAT's q/v (METHOD sec. 6), lr raised for
-# models trained from scratch.
-AUDIO_FINETUNE = dict(rank=4, lora_alpha=8.0, epochs=3, lr=2e-3, batch_size=32, weight_decay=0.01)
+# Source fine-tuning of the shipped zoo: rank-4 LoRA on HTSAT's q/v (METHOD sec. 6), lr and epochs
+# raised for models trained from scratch, as the image zoo's (10 epochs at 5e-3). The authors' 3 epochs
+# at lr 2e-3 moved the transposed-register task by 6-12 points (two members, world seed 0); 10 epochs at
+# 5e-3 fit its train split (100%) and reach 97-99% on test.
+AUDIO_FINETUNE = dict(rank=4, lora_alpha=8.0, epochs=10, lr=5e-3, batch_size=32, weight_decay=0.01)
 AUDIO_ZOO_RECIPE = ZooRecipe("audio", lambda: AudioWorld(seed=0), AUDIO_ZOO, AUDIO_ZOO_DIR, AUDIO_CORPUS_SIZE, AUDIO_PRETRAIN,
                              AUDIO_FINETUNE, half=True)
 # The world's settings. Ridge factors (METHOD sec. 11: the landmark ridge mu_b is the control lever
-# with tiny text towers). On the shipped zoo, mu_b = 0.01 / 0.1 / 1.0 (relative) moved the addition
-# control by -3.9 / -3.1 / -0.9 points for similar task gains, so the audio world uses 1.0.
+# with tiny text towers). mu_b was chosen on world seed 0 by task figures alone, never the controls:
+# the largest of 1.0 / 0.3 / 0.1 (relative) whose addition gains (each slot >= +6, >= 60% of the
+# oracle's) and negation drop (>= 10) reach issue 15's thresholds. At 1.0 and 0.3 (the closed form and
+# oracle only) the gains were +7.3/+9.1 and +11.2/+13.3, the negation drop 6.2 and 8.5.
 # The LoRA route's optimiser on this world: METHOD sec. 5's 20 epochs (100-120 steps here; an audio step
 # costs ~5 image steps), lr chosen on the training loss alone as for the image world: with the landmark
 # ridge the matching loss ends at 0.75 / 0.69 / 0.65 of its start at lr 3e-4 / 1e-3 / 3e-3 (seed 0,
-# three addition cells).
+# three addition cells, on the previous zoo).
 RIDGE_A = 1e-2
-RIDGE_B = 1.0
+RIDGE_B = 0.1
 register_world(WorldSpec("audio", AudioWorld, AUDIO_ZOO_DIR, ridge_a=RIDGE_A, ridge_b=RIDGE_B, lora={"lr": 3e-3, "epochs": 20}))
