@@ -126,7 +126,7 @@ def _recipe(member: str = "--checkpoint is", of: str = "") -> Parser:
     g = p.add_argument_group(f"fine-tuning recipe{of} (default: the zoo's own when {member} a zoo member, else the library's)")
     g.add_argument("--mode", choices=("lora", "full"), help="LoRA on the tower's attention q/v, or full fine-tuning (lora)")
     g.add_argument("--rank", type=positive_int, help="LoRA rank (4)")
-    g.add_argument("--lora-alpha", type=positive_float, help="LoRA alpha; updates are (alpha / rank) B A (8)")
+    g.add_argument("--lora-alpha", type=positive_float, help="peft's lora_alpha: updates are (lora_alpha / rank) B A (8; not the edit strength)")
     g.add_argument("--epochs", type=positive_int, help="epochs (library 3; image zoo 10)")
     g.add_argument("--lr", type=positive_float, help="learning rate (library 1e-4; image zoo 5e-3)")
     g.add_argument("--logit-scale", type=positive_float, help="temperature s of the loss CE(s <f, g>) (library 100; image zoo 1/0.07)")
@@ -230,7 +230,7 @@ def build_parser() -> Parser:
     p.add_argument("--similarity-probes", type=count,
                    help=f"probes per task in the similarity union grid ({default(ExperimentConfig, 'similarity_probes')}; 0: all)")
     p.add_argument("--max-cells", type=positive_int, help="at most this many cells per kind and group, evenly spread")
-    # one thread: the grid is thousands of small products, which extra threads only slow down (5x here)
+    # one thread: the cells are thousands of small products, which extra threads only slow down (5x here)
     p.set_defaults(func=commands.cmd_grid, models=None, finetuned=None, threads=1)
 
     demo = inspect.signature(demo_config).parameters
@@ -242,7 +242,9 @@ def build_parser() -> Parser:
                    help=f"addition and negation cells that also run the LoRA route ({demo['lora_cells'].default}; 0: none)")
     p.add_argument("--weight-space-cells", type=count, default=demo["weight_space_cells"].default,
                    help=f"same-model cells with weight-space arithmetic ({demo['weight_space_cells'].default}; 0: none)")
-    p.add_argument("--orthoreg-tasks", type=count, default=0, help="run the OrthoReg study on this many tasks (0: off; ~2 min for 3)")
+    p.add_argument("--orthoreg-tasks", type=count, default=0,
+                   help="run the OrthoReg study on this many tasks (0: off; 3 tasks: six fine-tunes, then every merging "
+                        "method's addition and negation sweeps, about 3 CPU-minutes on one core)")
     _centre_option(p)
     p.set_defaults(batch_size=256)
     p.set_defaults(func=commands.cmd_demo)
@@ -394,7 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with ranks(args), contextlib.nullcontext() if args.no_cache else caching(args.cache_dir):
             return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        print(f"platonic {args.command}: interrupted (rerun the same command to resume a grid)", file=sys.stderr)
+        print(f"platonic {args.command}: interrupted (rerun the same command to resume the run)", file=sys.stderr)
         return 130
     except (PlatonicError, OSError, ValueError) as exc:
         if args.debug:

@@ -1,5 +1,5 @@
 """What the `platonic` subcommands do (cli.py parses; this module acts): resolve tasks and models,
-compute descriptors, build operator banks, compose edits, evaluate, run cell grids.
+compute descriptors, build operator banks, compose edits, evaluate, run the cell matrix.
 
 Heavy libraries load inside the functions, so `platonic --help` stays fast.
 """

@@ -52,14 +52,14 @@ def test_addition_study_with_and_without_orthoreg(setup):
         same = [r for r in results if r.orthoreg == lam]
         assert all(r.finetuned == same[0].finetuned and r.mean_cosine == same[0].mean_cosine for r in same)
     for r in results:  # the grid (0, .5, 1) grows by its span while the pick is its top, at most 3 times
-        assert r.coef in r.sweep.coefs and r.sweep.best == r.coef and r.sweep.coefs[:3] == COEFS
+        assert r.strength in r.sweep.coefs and r.sweep.best == r.strength and r.sweep.coefs[:3] == COEFS
         grown = (len(r.sweep.coefs) - 3) // 2
         assert r.sweep.coefs == COEFS + tuple(1.0 + 0.5 * i for i in range(1, 2 * grown + 1))
-        assert grown == 3 or r.coef < max(r.sweep.coefs)
+        assert grown == 3 or r.strength < max(r.sweep.coefs)
         assert r.zero_shot == {t.name: pytest.approx(accuracy(encoder, t)) for t in (colours, shades)}
         assert all(r.finetuned[t] > r.zero_shot[t] for t in r.finetuned)
         assert r.normalised == pytest.approx(np.mean([r.merged[t] / r.finetuned[t] for t in ("colours", "shades")]))
-        assert r.coef > 0 and np.mean(list(r.merged.values())) > np.mean(list(r.zero_shot.values()))
+        assert r.strength > 0 and np.mean(list(r.merged.values())) > np.mean(list(r.zero_shot.values()))
         assert -1.0 <= r.mean_cosine <= 1.0  # two vectors: their cosine (TaskVector.cosine is tested exactly)
     assert all(torch.equal(encoder.model.state_dict()[k], v) for k, v in state.items())
 

@@ -54,7 +54,7 @@ def test_lora_form_equals_dense_form():
     encoder = ps.from_config("clip")
     tower = encoder.media_encoder
     before = {n: p.detach().clone() for n, p in tower.named_parameters()}
-    lora = inject_lora(tower, encoder.lora_targets, rank=4, alpha=8.0)
+    lora = inject_lora(tower, encoder.lora_targets, rank=4, lora_alpha=8.0)
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, p in tower.named_parameters():

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from platonic_sdk.errors import PlatonicError
 from platonic_sdk.evaluate.features import FeatureCache
 from platonic_sdk.io import save_tensors
 from platonic_sdk.linalg import ridge_solver
@@ -154,3 +155,39 @@ def test_orthoreg_penalty_weight_is_not_called_a_coefficient():
         assert OrthoReg(coef=0.5) == OrthoReg(weight=0.5)
     with pytest.warns(DeprecationWarning, match=r"OrthoReg\.coef is deprecated"):
         assert OrthoReg(0.5).coef == 0.5
+
+
+def test_merge_result_strength_and_its_deprecated_name():
+    from platonic_sdk.evaluate.merging import MergeResult
+    from platonic_sdk.evaluate.selection import Sweep
+
+    sweep = Sweep((0.0, 0.5), ({"t": 1.0}, {"t": 2.0}), (1.0, 2.0), (True, True), 1)
+    with pytest.warns(DeprecationWarning, match="use strength="):
+        old = MergeResult(orthoreg=0.0, coef=0.5, sweep=sweep, zero_shot={}, finetuned={}, merged={})
+    assert old.strength == 0.5
+    with pytest.warns(DeprecationWarning, match=r"MergeResult\.coef is deprecated"):
+        assert old.coef == 0.5
+
+
+def test_a_run_folder_recorded_under_the_old_names_still_resumes(tmp_path):
+    import json
+
+    from platonic_sdk.evaluate.runfolder import RunFolder
+    from platonic_sdk.evaluate.settings import CellSettings, ExperimentConfig
+
+    settings = {"run": ExperimentConfig().as_dict(), "sdk_version": "x"}
+    with RunFolder(tmp_path / "run") as run:
+        run.begin(settings)
+    path = tmp_path / "run" / "run.json"
+    recorded = json.loads(path.read_text())
+    old = recorded["settings"]["run"]
+    old["settings"]["alpha"] = old["settings"].pop("addition_strength")
+    old["settings"]["strength"] = old["settings"].pop("negation_strength")
+    old["settings"]["weight_space_coef"] = old["settings"].pop("weight_space_strength")
+    old["sweep_alphas"] = old.pop("sweep_strengths")
+    path.write_text(json.dumps(recorded))  # what a run folder written before the renames holds
+    with RunFolder(tmp_path / "run") as run:
+        run.begin(settings)  # resumes: the same settings under today's names
+    other = {"run": ExperimentConfig(settings=CellSettings(negation_strength=0.5)).as_dict(), "sdk_version": "x"}
+    with RunFolder(tmp_path / "run") as run, pytest.raises(PlatonicError, match=r"run\.settings\.negation_strength: 1\.0 -> 0\.5"):
+        run.begin(other)

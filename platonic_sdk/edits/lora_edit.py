@@ -1,5 +1,5 @@
 """LoRA edits: LoRA factors per module of a target's media tower, folded into its weights as
-W <- W + strength * (alpha / r) B A on apply and restored bit for bit on remove; also read and written
+W <- W + strength * (lora_alpha / r) B A on apply and restored bit for bit on remove; also read and written
 as peft adapter folders (`peft_files.py`), so that `peft.PeftModel.from_pretrained` loads them on the
 native model.
 """
@@ -60,7 +60,7 @@ class LoraEdit(Edit):
         return LoraEdit(self.factors, self.rank, self.lora_alpha, strength, self.meta, self.losses, self.target)
 
     def deltas(self) -> dict[str, Tensor]:
-        """Weight change per module: strength * (alpha / r) B A, in float64."""
+        """Weight change per module: strength * (lora_alpha / r) B A, in float64."""
         scale = self.strength * self.lora_alpha / self.rank
         return {n: scale * (B.double() @ A.double()) for n, (A, B) in self.factors.items()}
 
@@ -102,7 +102,7 @@ class LoraEdit(Edit):
         names = sorted({k.rsplit(".", 1)[0] for k in tensors})
         missing = [n for n in names if f"{n}.lora_A" not in tensors or f"{n}.lora_B" not in tensors]
         if missing or "rank" not in meta or "lora_alpha" not in meta:
-            raise PlatonicError(f"LoRA edit file is incomplete (factors missing for {missing[:3]}, or no rank/alpha)")
+            raise PlatonicError(f"LoRA edit file is incomplete (factors missing for {missing[:3]}, or no rank/lora_alpha)")
         factors = {n: (tensors[f"{n}.lora_A"], tensors[f"{n}.lora_B"]) for n in names}
         return cls(factors, meta["rank"], meta["lora_alpha"], meta.get("strength", 1.0), meta.get("info"), meta.get("losses", ()))
 
@@ -154,15 +154,15 @@ class LoraEdit(Edit):
                 "a LoRA edit changes the media tower only"
             )
         factors = {n[len(prefix) + 1 :] if prefix else n: f for n, f in adapter.factors.items()}
-        alpha, strength = adapter.lora_alpha, 1.0
-        if "strength" in record and record["strength"] * record["lora_alpha"] == alpha:  # written by save_pretrained
-            alpha, strength = record["lora_alpha"], record["strength"]
+        lora_alpha, strength = adapter.lora_alpha, 1.0
+        if "strength" in record and record["strength"] * record["lora_alpha"] == lora_alpha:  # written by save_pretrained
+            lora_alpha, strength = record["lora_alpha"], record["strength"]
         meta = record.get("info") or {
             "target_family": encoder.family if encoder else None,
             "target_checkpoint": encoder.checkpoint if encoder else adapter.base_model,
             "source": "peft adapter", "adapter": where,
         }
-        edit = cls(factors, adapter.rank, alpha, strength, {**meta, "media_prefix": prefix}, record.get("losses", ()))
+        edit = cls(factors, adapter.rank, lora_alpha, strength, {**meta, "media_prefix": prefix}, record.get("losses", ()))
         if encoder is not None:
             edit._weights(encoder)  # every module exists in the media tower with the factors' shape
         return edit

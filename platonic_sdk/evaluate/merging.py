@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 import attrs
 import numpy as np
 
+from ..deprecation import renamed_attribute, renamed_init
 from ..errors import PlatonicError
 from ..finetune import FinetuneConfig, TaskVector, finetune, merge
 from ..finetune.weightspace import merge_method, merge_methods
@@ -30,21 +31,25 @@ CONTROL_MEAN = "control mean"
 
 @attrs.frozen
 class MergeResult:
-    """One OrthoReg strength and merging method: the selected coefficient, its validation sweep and test accuracies."""
+    """One OrthoReg penalty weight and merging method: the strength chosen on validation, its sweep and test accuracies."""
 
     orthoreg: float
-    coef: float
+    strength: float
     sweep: Sweep
     zero_shot: dict[str, float]
     finetuned: dict[str, float]
     merged: dict[str, float]
     mean_cosine: float = float("nan")  # mean pairwise cosine of the merged task vectors (addition)
-    method: str = "task_arithmetic"  # the merging method (finetune.merging); negation negates the one vector
+    method: str = "task_arithmetic"  # the merging method (finetune.merging); negation negates the merged one vector
+    coef = renamed_attribute("strength")  # its deprecated name
 
     @property
     def normalised(self) -> float:
         """Mean over fine-tuned tasks of merged / single-task fine-tuned accuracy (test)."""
         return float(np.mean([self.merged[t] / self.finetuned[t] for t in self.finetuned]))
+
+
+renamed_init(MergeResult, coef="strength")
 
 
 def split_validation(task: Task, fraction: float = VALIDATION_FRACTION, seed: int = 0) -> tuple[Task, Task]:
@@ -211,13 +216,13 @@ def orthoreg_comparison(name: str, encoder: DualEncoder, tasks: Sequence[Task], 
                                                                 {task.name: tuned[task.name]}, zero, chosen, DEFAULT_COEFS, progress)]
     record = {
         "family": name, "tasks": [t.name for t in tasks], "recipe": recipe.describe(),
-        "runs": [{"method": r.method, "orthoreg": r.orthoreg, "strength": r.coef, "grid_top": max(r.sweep.coefs),
+        "runs": [{"method": r.method, "orthoreg": r.orthoreg, "strength": r.strength, "grid_top": max(r.sweep.coefs),
                   "mean_cosine": r.mean_cosine, "normalised": r.normalised, "merged_mean": float(np.mean(list(r.merged.values()))),
                   "merged": r.merged, "finetuned": r.finetuned, "zero_shot": r.zero_shot} for r in runs],
     }
     if control is not None:
         record["control"] = control.name
-        record["negation"] = [{"method": r.method, "orthoreg": r.orthoreg, "task": t, "strength": r.coef, "removed": r.merged[t],
+        record["negation"] = [{"method": r.method, "orthoreg": r.orthoreg, "task": t, "strength": r.strength, "removed": r.merged[t],
                                "control": r.merged[control.name], "zero_shot": r.zero_shot, "finetuned": r.finetuned[t]}
                               for t, r in negation]
     return record

@@ -2,7 +2,7 @@
 
 The media tower of any `DualEncoder` is trained on a task's train split with cross-entropy over the
 frozen zero-shot head, logits = s * <f(x), g_c> (landmarks g_c computed once; the text tower never
-changes), either through rank-r LoRA on the tower's `lora_targets` (default: r = 4, alpha = 8) or by
+changes), either through rank-r LoRA on the tower's `lora_targets` (default: r = 4, lora_alpha = 8) or by
 full fine-tuning, with an optional OrthoReg term. The pre-trained encoder is never touched: training
 runs on a copy, and LoRA is merged into that copy at the end.
 """
@@ -101,7 +101,7 @@ def _make_trainable(
 ) -> tuple[list[nn.Parameter], Callable[[], Iterator[Update]], Callable[[], None]]:
     """Per `config.mode`: (trainable parameters, the live updates for OrthoReg, the finaliser).
 
-    LoRA: factors on `targets`, updates (alpha / r) B A, finalised by merging into the weights.
+    LoRA: factors on `targets`, updates (lora_alpha / r) B A, finalised by merging into the weights.
     Full: every tower parameter (or those whose name matches `config.trainable`, e.g. "self_attn" for
     attention-only fine-tuning), updates W - W_pre of the trainable 2-D ones, nothing to finalise.
     """

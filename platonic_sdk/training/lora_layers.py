@@ -8,22 +8,24 @@ from peft import LoraConfig
 from peft.tuners.lora import LoraModel
 from torch import nn
 
+from ..deprecation import renamed_keywords
 from ..errors import PlatonicError
 
 ADAPTER = "default"
 
 
-def inject_lora(tower: nn.Module, targets: Sequence[str], rank: int, alpha: float) -> LoraModel:
+@renamed_keywords(alpha="lora_alpha")
+def inject_lora(tower: nn.Module, targets: Sequence[str], rank: int, lora_alpha: float) -> LoraModel:
     """Wrap the modules of `tower` named by `targets` (name suffixes) with rank-r LoRA, B = 0, in place.
 
     Only the LoRA factors are trainable afterwards; `.unload()` removes them, `.merge_and_unload()`
-    folds W <- W + (alpha / r) B A.
+    folds W <- W + (lora_alpha / r) B A (peft's scale; not an edit's strength).
     """
-    if rank < 1 or alpha <= 0:
-        raise PlatonicError(f"LoRA needs rank >= 1 and alpha > 0, got rank={rank}, alpha={alpha}")
+    if rank < 1 or lora_alpha <= 0:
+        raise PlatonicError(f"LoRA needs rank >= 1 and lora_alpha > 0, got rank={rank}, lora_alpha={lora_alpha}")
     if not targets:
         raise PlatonicError("the encoder names no LoRA target modules (lora_targets is empty)")
-    config = LoraConfig(r=int(rank), lora_alpha=float(alpha), target_modules=list(targets), lora_dropout=0.0, bias="none")
+    config = LoraConfig(r=int(rank), lora_alpha=float(lora_alpha), target_modules=list(targets), lora_dropout=0.0, bias="none")
     tower.requires_grad_(False)
     try:
         return LoraModel(tower, config, ADAPTER)

@@ -1,7 +1,7 @@
 """OrthoReg as a pluggable regulariser: lambda * sum_l ||Gram(Delta W_l) - I||_F over selected updates.
 
 Updates come from one of two sources: dense (full fine-tuning: Delta W = W - W_pre for every trainable
-2-D tensor) or LoRA ((alpha / r) B A for every peft LoRA layer). Both loops (source fine-tuning and the
+2-D tensor) or LoRA ((lora_alpha / r) B A for every peft LoRA layer). Both loops (source fine-tuning and the
 LoRA route) add `OrthoReg(...)(updates)` to their task loss; a penalty weight lambda of 0 switches it off.
 lambda is `OrthoReg.weight`, a training hyperparameter, never an edit's strength.
 """
@@ -77,7 +77,7 @@ def dense_updates(module: nn.Module, reference: Mapping[str, Tensor]) -> Iterato
 
 
 def lora_updates(module: nn.Module) -> Iterator[Update]:
-    """(layer name, (alpha / r) B A) for each active adapter of each peft LoRA layer in `module`."""
+    """(layer name, (lora_alpha / r) B A) for each active adapter of each peft LoRA layer in `module`."""
     for name, layer in module.named_modules():
         if isinstance(layer, LoraLayer):
             for adapter in layer.active_adapters:

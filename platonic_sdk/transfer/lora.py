@@ -9,7 +9,7 @@ where each probe belongs to one term's grid (M_x prompts; c U is that grid's sum
 the closed form's landmark ridge (its mu_b ||F X||^2 term) carried over, so both routes shrink the same
 poorly separated landmark directions (off by default, as in the paper). LoRA B starts at zero, so step 0
 is the unedited model. The result is a `LoraEdit`: the LoRA factors, folded
-into the weights as W <- W + strength * (alpha / r) B A on apply and restored bit for bit on remove.
+into the weights as W <- W + strength * (lora_alpha / r) B A on apply and restored bit for bit on remove.
 """
 
 from __future__ import annotations
