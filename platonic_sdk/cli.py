@@ -14,6 +14,8 @@ import inspect
 import sys
 from typing import Any, Iterator, Sequence
 
+import torch
+
 from . import commands
 from .cli_values import (
     config_tables, config_value, count, device, finite_float, fraction, non_negative_float, output_dir, output_file,
@@ -22,6 +24,7 @@ from .cli_values import (
 from .demo import demo_config
 from .errors import PlatonicError
 from .evaluate.settings import CENTRE_CHOICES, DEFAULT_METHODS, CellSettings, ExperimentConfig, default
+from .feature_store import caching
 from .linalg import RIDGE_A, RIDGE_B
 from .version import __version__
 from .worlds.registry import world_names, world_spec
@@ -388,10 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for plugin in args.plugin or ():
             load_plugin(plugin)
         if args.threads:
-            import torch
-
             torch.set_num_threads(args.threads)
-        from .feature_store import caching  # imports torch: not before the arguments parse
 
         with ranks(args), contextlib.nullcontext() if args.no_cache else caching(args.cache_dir):
             return int(args.func(args) or 0)
