@@ -12,6 +12,7 @@ from typing import Any, Callable
 import attrs
 
 from .errors import UnknownFamilyError
+from .named_registry import NamedRegistry
 from .protocol import DualEncoder, read_marker
 
 
@@ -31,7 +32,8 @@ class FamilySpec:
     description: str = ""
 
 
-_FAMILIES: dict[str, FamilySpec] = {}
+_FAMILIES: NamedRegistry[FamilySpec] = NamedRegistry("family", listing="known families", sort=True,
+                                                     missing_error=UnknownFamilyError, taken_error=ValueError)
 # Built-in adapters, imported on first use so that `import platonic_sdk` stays fast.
 _BUILTIN_MODULES = ("clip", "openclip", "siglip", "evaclip", "clap")
 _builtins_loaded = False
@@ -40,10 +42,7 @@ _unavailable: dict[str, str] = {}  # built-in adapter module -> why it could not
 
 def register_family(spec: FamilySpec, *, replace: bool = False) -> FamilySpec:
     """Make `spec.name` loadable through `platonic_sdk.load`."""
-    if spec.name in _FAMILIES and not replace:
-        raise ValueError(f"family {spec.name!r} is already registered (pass replace=True to override)")
-    _FAMILIES[spec.name] = spec
-    return spec
+    return _FAMILIES.register(spec.name, spec, replace=replace)
 
 
 def _load_builtins() -> None:
@@ -63,17 +62,14 @@ def _load_builtins() -> None:
 def family(name: str) -> FamilySpec:
     """The registered spec of `name`, or UnknownFamilyError listing the known ones."""
     _load_builtins()
-    try:
-        return _FAMILIES[name]
-    except KeyError:
-        missing = "".join(f"; adapters.{m} is unavailable ({why})" for m, why in sorted(_unavailable.items()))
-        raise UnknownFamilyError(f"unknown family {name!r}; known families: {', '.join(sorted(_FAMILIES))}{missing}") from None
+    missing = "".join(f"; adapters.{m} is unavailable ({why})" for m, why in sorted(_unavailable.items()))
+    return _FAMILIES.lookup(name, note=missing)
 
 
 def list_families(modality: str | None = None) -> list[str]:
     """Names of the registered families, optionally of one modality."""
     _load_builtins()
-    return sorted(n for n, s in _FAMILIES.items() if modality is None or s.modality == modality)
+    return [n for n in _FAMILIES.names() if modality is None or _FAMILIES[n].modality == modality]
 
 
 def load(family_name: str, checkpoint: str | None = None, **options: Any) -> DualEncoder:

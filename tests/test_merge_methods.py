@@ -4,6 +4,7 @@ eigen-decompositions, independent of the torch implementation), plus the registr
 import itertools
 import math
 
+import attrs
 import numpy as np
 import pytest
 import torch
@@ -86,7 +87,7 @@ def test_registry_lists_the_five_methods_and_takes_a_new_one(monkeypatch):
     import platonic_sdk.finetune.merging as mm
 
     assert merge_methods() == ["task_arithmetic", "ties", "dare", "tsv", "iso_c"]
-    monkeypatch.setattr(mm, "_METHODS", dict(mm._METHODS))
+    monkeypatch.setattr(mm, "_METHODS", attrs.evolve(mm._METHODS, entries=dict(mm._METHODS)))
     register_merge_method(MergeMethod("first_only", lambda deltas: dict(deltas[0]), "the first vector"))
     vs = _vectors(2)
     assert "first_only" in merge_methods()

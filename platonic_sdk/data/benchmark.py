@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import LayoutError, PlatonicError
 from ..items import join
+from ..named_registry import NamedRegistry
 from ..tasks import Split, Task
 from .audio import ESC50_LAYOUT, URBANSOUND8K_LAYOUT, esc50_task, urbansound8k_task
 from .folders import class_key
@@ -172,24 +173,19 @@ def load_benchmark(bench: Benchmark | str, root: str | os.PathLike, seed: int = 
     return LoadedBenchmark(bench, tasks)
 
 
-_BENCHMARKS: dict[str, Benchmark] = {}
+_BENCHMARKS: NamedRegistry[Benchmark] = NamedRegistry("benchmark", sort=True)
 
 
 def register_benchmark(bench: Benchmark, *, replace: bool = False) -> Benchmark:
     """Make `bench` known by name (`platonic grid --benchmark NAME`)."""
-    if bench.name in _BENCHMARKS and not replace:
-        raise PlatonicError(f"benchmark {bench.name!r} is already registered (pass replace=True to override)")
-    _BENCHMARKS[bench.name] = bench
-    return bench
+    return _BENCHMARKS.register(bench.name, bench, replace=replace)
 
 
 def benchmark_names() -> list[str]:
     """The registered benchmarks (the package registers the paper's, `paper_benchmarks`)."""
-    return sorted(_BENCHMARKS)
+    return _BENCHMARKS.names()
 
 
 def benchmark(name: str) -> Benchmark:
     """The registered benchmark `name`, or PlatonicError listing the known ones."""
-    if name not in _BENCHMARKS:
-        raise PlatonicError(f"unknown benchmark {name!r}; known: {', '.join(benchmark_names())}")
-    return _BENCHMARKS[name]
+    return _BENCHMARKS.lookup(name)

@@ -8,7 +8,7 @@ from typing import Callable, Mapping, Sequence
 
 import attrs
 
-from ..errors import PlatonicError
+from ..named_registry import NamedRegistry
 
 MethodFn = Callable[..., "Mapping[str, float] | None"]  # fn(workspace, cell, settings) -> {evaluation set: accuracy}
 BUILTIN = "platonic_sdk.evaluate.methods"
@@ -26,23 +26,17 @@ class CellMethod:
     max_cells: int | None = None
 
 
-METHODS: dict[str, CellMethod] = {}
+METHODS: NamedRegistry[CellMethod] = NamedRegistry("cell method", listing="registered", replaceable=False)
 
 
 def register_method(name: str, fn: MethodFn, label: str | None = None, kinds: Sequence[str] = ("addition", "negation"),
                     max_cells: int | None = None) -> CellMethod:
     """Register a cell method under `name` (refused when the name is taken); returns it."""
-    if name in METHODS:
-        raise PlatonicError(f"cell method {name!r} is already registered")
-    METHODS[name] = CellMethod(name, fn, label or name, tuple(kinds), max_cells)
-    return METHODS[name]
+    return METHODS.register(name, CellMethod(name, fn, label or name, tuple(kinds), max_cells))
 
 
 def method(name: str) -> CellMethod:
     """The registered method `name`, or PlatonicError listing the registered ones."""
     if name not in METHODS:
         importlib.import_module(BUILTIN)
-    try:
-        return METHODS[name]
-    except KeyError:
-        raise PlatonicError(f"unknown cell method {name!r}; registered: {', '.join(METHODS)}") from None
+    return METHODS.lookup(name)

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from ..errors import PlatonicError
+from ..named_registry import NamedRegistry
 
 Deltas = dict[str, Tensor]
 MergeFn = Callable[..., Deltas]
@@ -31,28 +32,22 @@ class MergeMethod:
     description: str = ""
 
 
-_METHODS: dict[str, MergeMethod] = {}
+_METHODS: NamedRegistry[MergeMethod] = NamedRegistry("merge method", taken_error=ValueError)
 
 
 def register_merge_method(method: MergeMethod, *, replace: bool = False) -> MergeMethod:
     """Make `method.name` usable through `merge`."""
-    if method.name in _METHODS and not replace:
-        raise ValueError(f"merge method {method.name!r} is already registered (pass replace=True to override)")
-    _METHODS[method.name] = method
-    return method
+    return _METHODS.register(method.name, method, replace=replace)
 
 
 def merge_methods() -> list[str]:
     """Names of the registered merging methods, in registration order."""
-    return list(_METHODS)
+    return _METHODS.names()
 
 
 def merge_method(name: str) -> MergeMethod:
     """The registered method `name`, or PlatonicError listing the known ones."""
-    try:
-        return _METHODS[name]
-    except KeyError:
-        raise PlatonicError(f"unknown merge method {name!r}; known: {', '.join(_METHODS)}") from None
+    return _METHODS.lookup(name)
 
 
 # ---------------------------------------------------------------------------- methods

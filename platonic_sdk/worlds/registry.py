@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 
 import attrs
 
-from ..errors import PlatonicError
+from ..named_registry import NamedRegistry
 
 
 @attrs.frozen
@@ -30,27 +30,22 @@ class WorldSpec:
     lora: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)  # LoraRouteConfig fields
 
 
-WORLDS: dict[str, WorldSpec] = {}
 BUILTIN = {"image": "platonic_sdk.worlds.image", "audio": "platonic_sdk.worlds.audio"}
+WORLDS: NamedRegistry[WorldSpec] = NamedRegistry("world", listing="registered", sort=True, replaceable=False, lazy=BUILTIN)
 
 
 def register_world(spec: WorldSpec) -> WorldSpec:
     """Make `spec` available by its name (refused when another world has it)."""
-    if spec.name in WORLDS and WORLDS[spec.name] is not spec:
-        raise PlatonicError(f"world {spec.name!r} is already registered")
-    WORLDS[spec.name] = spec
-    return spec
+    return spec if WORLDS.get(spec.name) is spec else WORLDS.register(spec.name, spec)
 
 
 def world_spec(name: str) -> WorldSpec:
     """The registered world `name` (the built-in ones register on first use)."""
     if name not in WORLDS and name in BUILTIN:
         importlib.import_module(BUILTIN[name])
-    try:
-        return WORLDS[name]
-    except KeyError:
-        raise PlatonicError(f"unknown world {name!r}; registered: {', '.join(sorted({*BUILTIN, *WORLDS}))}") from None
+    return WORLDS.lookup(name)
 
 
 def world_names() -> list[str]:
-    return sorted({*BUILTIN, *WORLDS})
+    """The registered worlds and the built-in ones (loaded or not), sorted."""
+    return WORLDS.names()
