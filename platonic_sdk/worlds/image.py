@@ -320,21 +320,13 @@ class ImageWorld(SeededWorld):
             captions.append(caption(scene, rng))
         return images, captions
 
+    # The transfer tasks: those whose shift is a readout shift for the shipped zoo (zero-shot well above
+    # chance, fine-tuning gains over 30 points). The other tasks of TASK_SPECS stay available: on them
+    # the zoo's small models lack the representation (shapes, letters, handwritten digits, counts,
+    # patterns at 32 px), fine-tuning gains little and nothing transfers.
     demo_tasks: tuple[str, ...] = (
         "amber_shapes", "amber_glyphs", "teal_shapes", "violet_shapes", "teal_backgrounds", "large_counts",
     )
-
-    @property
-    def transfer_tasks(self) -> tuple[str, ...]:
-        """Tasks that the zoo's fine-tunes, descriptors and compositions use (never controls or trio[2]).
-
-        These are the tasks whose shift is a readout shift for the shipped zoo (zero-shot well above
-        chance, fine-tuning gains over 30 points). The other tasks of TASK_SPECS stay available: on
-        them the zoo's small models lack the representation (shapes, letters, handwritten digits,
-        counts, patterns at 32 px), fine-tuning gains little and nothing transfers (the zoo manifest
-        records their accuracies).
-        """
-        return tuple(n for n in self.demo_tasks if n not in self.controls and n != self.trio[2])
 
     def _build(self, name: str) -> Task:
         spec = TASK_SPECS[name]

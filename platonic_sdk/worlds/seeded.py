@@ -27,6 +27,9 @@ class SeededWorld:
     specs: ClassVar[Mapping[str, Any]]
     kind: ClassVar[str]
     seed: int
+    demo_tasks: tuple[str, ...]
+    controls: tuple[str, ...]
+    trio: tuple[str, str, str]
 
     def rng(self, stream: str, index: int) -> np.random.Generator:
         """The generator of item `index` of `stream` (independent of every other item)."""
@@ -36,6 +39,11 @@ class SeededWorld:
     def task_names(self) -> tuple[str, ...]:
         """All tasks of the world (controls included)."""
         return tuple(self.specs)
+
+    @property
+    def transfer_tasks(self) -> tuple[str, ...]:
+        """Tasks that the zoo's fine-tunes, descriptors and compositions use: `demo_tasks` less controls and trio[2]."""
+        return tuple(n for n in self.demo_tasks if n not in self.controls and n != self.trio[2])
 
     def task(self, name: str) -> Task:
         """The task `name` with balanced train/test splits from disjoint seed streams (built once)."""
