@@ -34,9 +34,9 @@ def snapshot_apply_remove(tensors: dict[str, torch.Tensor], update) -> None:
         t.copy_(saved[n])
 
 
-def _tv_update(deltas: dict[str, torch.Tensor], coef: float):
-    """TaskVector.apply_to's update: theta + coef * tau, summed in float64."""
-    return lambda values: {n: (t.double() + coef * deltas[n].double()).to(t.dtype) for n, t in values.items()}
+def _tv_update(deltas: dict[str, torch.Tensor], strength: float):
+    """TaskVector.apply_to's update: theta + strength * tau, summed in float64."""
+    return lambda values: {n: (t.double() + strength * deltas[n].double()).to(t.dtype) for n, t in values.items()}
 
 
 def run(device: str, size: str, repeats: int) -> dict[str, float]:

@@ -1,7 +1,8 @@
 """Renamed public names: the old spelling keeps working for one release, with a DeprecationWarning.
 
 `renamed_keywords(old="new")` wraps a function (or an attrs class's `__init__`) so that `old=` is
-passed on as `new=`; `renamed_attribute("new")` is a read-only attribute under the old name. Both
+passed on as `new=`; `renamed_attribute("new")` is a read-only attribute under the old name;
+`renamed_globals(globals(), OLD="NEW")` is a module `__getattr__` for a module-level name. All
 warn once per call site (Python's default filter), naming the new spelling; passing both spellings
 is a TypeError, as a keyword given twice is.
 """
@@ -43,6 +44,20 @@ def renamed_init(cls: type, **renames: str) -> type:
     """`cls` (an attrs class) whose constructor also takes the deprecated keywords in `renames`."""
     cls.__init__ = renamed_keywords(**renames)(cls.__init__)  # type: ignore[misc]
     return cls
+
+
+def renamed_globals(namespace: dict[str, Any], **renames: str) -> Callable[[str], Any]:
+    """A module's `__getattr__` (assign it as such): the old module-level name `OLD` returns the module's
+    `renames[OLD]`, with a warning; any other missing name is an AttributeError as usual."""
+    module = namespace["__name__"]
+
+    def __getattr__(name: str) -> Any:
+        if name not in renames:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        warn_renamed(f"{module}.{name}", f"{module}.{renames[name]}")
+        return namespace[renames[name]]
+
+    return __getattr__
 
 
 class renamed_attribute:

@@ -71,14 +71,14 @@ class Recipe:
             site_names = [n for n, t in live.items() if any(t is s for s in site.tensors().values())]
             names = site_names + [n for n in live if any(f"{m}.weight" in n for m in _lora_names(encoder)[:2])]
             self.deltas = {n: 0.01 * torch.randn(live[n].shape, generator=gen) for n in names}
-            self.coef = float(torch.rand(1, generator=gen)) + 0.1
+            self.strength = float(torch.rand(1, generator=gen)) + 0.1
 
     def apply(self, encoder):
         if self.kind == "operator":
             return OperatorEdit(self.A, self.alpha, self.site_kind).apply(encoder)
         if self.kind == "lora":
             return LoraEdit(self.factors, 2, 4.0, self.strength).apply(encoder)
-        return TaskVector(self.deltas).apply_to(encoder.model, self.coef)
+        return TaskVector(self.deltas).apply_to(encoder.model, self.strength)
 
     @staticmethod
     def remove(handle) -> None:
@@ -123,14 +123,14 @@ def test_out_of_order_removal_matches_a_fresh_application(pristine):
 
 
 def test_hand_computed_stack_of_task_vector_then_operator(pristine):
-    """W_p after tau (coef c) then operator A (alpha): (I + alpha A)(W + c tau), by hand in float64."""
+    """W_p after tau (strength c) then operator A (alpha): (I + alpha A)(W + c tau), by hand in float64."""
     model = copy.deepcopy(pristine)
     W = model.last_affine().weight.detach().clone()
     op, tv = Recipe("operator", 3, model), Recipe("task_vector", 4, model)
     name = next(n for n, t in named_tensors(model.model).items() if t is model.last_affine().weight)
     tv.apply(model)
     op.apply(model)
-    step = (W.double() + tv.coef * tv.deltas[name].double()).float()
+    step = (W.double() + tv.strength * tv.deltas[name].double()).float()
     expected = (step.double() + (op.alpha * op.A.double()) @ step.double()).float()
     assert torch.equal(model.last_affine().weight, expected)
 
@@ -423,12 +423,12 @@ def test_a_folded_task_vector_makes_a_new_base(pristine):
     model = copy.deepcopy(pristine)
     tv = Recipe("task_vector", 16, model)
     expected = _fresh(pristine, [tv])
-    TaskVector(tv.deltas).fold_into(model.model, tv.coef)
+    TaskVector(tv.deltas).fold_into(model.model, tv.strength)
     assert _same(model, expected) and stack.applied(model.model) == []
     edit = Recipe("operator", 17, model).apply(model)
     assert torch.equal(stack.base_values(model.last_affine().tensors())["weight"], expected["visual_projection.weight"])
     with pytest.raises(PlatonicError, match="without applied edits"):
-        TaskVector(tv.deltas).fold_into(model.model, tv.coef)
+        TaskVector(tv.deltas).fold_into(model.model, tv.strength)
     assert _same(model, _fresh(pristine, [tv, Recipe("operator", 17, model)]))
     edit.remove()
     assert _same(model, expected)

@@ -116,13 +116,13 @@ def test_save_and_load(encoder, task, lora_run, tmp_path):
         FineTuned.load(tmp_path / "ft.safetensors", other)
 
 
-def test_weight_space_coefficient_sweep_on_a_fine_tune(encoder, task, lora_run):
+def test_weight_space_strength_sweep_on_a_fine_tune(encoder, task, lora_run):
     """Task arithmetic end to end: theta_pre + c * tau, evaluated and undone for each c of the sweep."""
     result = lora_run[0]
     model = copy.deepcopy(encoder)
     state = {k: v.clone() for k, v in model.model.state_dict().items()}
     tuned = accuracy(result.encoder, task)
-    sweep = select_addition(task_vector_evaluator(model, result.task_vector, [task]), {"colours": tuned}, coefs=[0.0, 0.5, 1.0])
+    sweep = select_addition(task_vector_evaluator(model, result.task_vector, [task]), {"colours": tuned}, strengths=[0.0, 0.5, 1.0])
     assert sweep.results[0]["colours"] == pytest.approx(accuracy(encoder, task))
     assert sweep.results[2]["colours"] == pytest.approx(tuned)
     assert sweep.best > 0.0

@@ -164,7 +164,7 @@ def _validation_pick(target, vector, tasks, seed, kind, task_names, control_name
     """Brute force over the selection grid (extended as select_extending does): the strength whose
     validation accuracies win, computed on a copy of the target with the vector folded in by hand."""
     from platonic_sdk.evaluate.merging import validation_part
-    from platonic_sdk.evaluate.selection import DEFAULT_COEFS
+    from platonic_sdk.evaluate.selection import DEFAULT_STRENGTHS
 
     val = {n: validation_part(tasks[n], seed) for n in (*task_names, *control_names)}
 
@@ -174,14 +174,14 @@ def _validation_pick(target, vector, tasks, seed, kind, task_names, control_name
         vector.apply_to(model.media_encoder, c, allow_other_target=True)
         return {n: accuracy(model, t) for n, t in val.items()}
 
-    grid = list(DEFAULT_COEFS)
+    grid = list(DEFAULT_STRENGTHS)
     if kind == "addition":
         score = lambda c: (np.mean([accs(c)[t] for t in task_names]), -c)  # noqa: E731
         best = max(grid, key=score)
         for _ in range(3):  # the grid grows by its span while the pick is its top
             if best < max(grid):
                 break
-            grid += [round(max(grid) + c, 10) for c in DEFAULT_COEFS if c > 0]
+            grid += [round(max(grid) + c, 10) for c in DEFAULT_STRENGTHS if c > 0]
             best = max(grid, key=score)
         return best
     floor = 0.95 * np.mean([accs(0.0)[c] for c in control_names])

@@ -140,7 +140,7 @@ def test_strength_sweep_drives_lora_and_closed_form_edits_alike(target, fitted):
     bank.add_grid(grid)
     state = {k: v.clone() for k, v in target.model.state_dict().items()}
     for candidate in (edit, bank.edit(utd, strength=0.5)):
-        sweep = select_addition(edit_evaluator(target, candidate, [task]), {"a": 100.0}, coefs=[0.0, 0.7])
+        sweep = select_addition(edit_evaluator(target, candidate, [task]), {"a": 100.0}, strengths=[0.0, 0.7])
         with candidate.scaled(0.7).applied_to(target):
             expected = accuracy(target, task)
         assert sweep.results[0]["a"] == pytest.approx(accuracy(target, task))

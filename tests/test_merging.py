@@ -46,16 +46,16 @@ def test_validation_split_is_disjoint_and_seeded(setup):
 def test_addition_study_with_and_without_orthoreg(setup):
     encoder, colours, shades = setup
     state = {k: v.clone() for k, v in encoder.model.state_dict().items()}
-    results = addition_study(encoder, [colours, shades], CONFIG, lambdas=(0.0, 1.0), coefs=COEFS, methods=merge_methods())
+    results = addition_study(encoder, [colours, shades], CONFIG, lambdas=(0.0, 1.0), strengths=COEFS, methods=merge_methods())
     assert [(r.orthoreg, r.method) for r in results] == [(lam, m) for lam in (0.0, 1.0) for m in merge_methods()]
     for lam in (0.0, 1.0):  # one fine-tune per lambda, shared by every method
         same = [r for r in results if r.orthoreg == lam]
         assert all(r.finetuned == same[0].finetuned and r.mean_cosine == same[0].mean_cosine for r in same)
     for r in results:  # the grid (0, .5, 1) grows by its span while the pick is its top, at most 3 times
-        assert r.strength in r.sweep.coefs and r.sweep.best == r.strength and r.sweep.coefs[:3] == COEFS
-        grown = (len(r.sweep.coefs) - 3) // 2
-        assert r.sweep.coefs == COEFS + tuple(1.0 + 0.5 * i for i in range(1, 2 * grown + 1))
-        assert grown == 3 or r.strength < max(r.sweep.coefs)
+        assert r.strength in r.sweep.strengths and r.sweep.best == r.strength and r.sweep.strengths[:3] == COEFS
+        grown = (len(r.sweep.strengths) - 3) // 2
+        assert r.sweep.strengths == COEFS + tuple(1.0 + 0.5 * i for i in range(1, 2 * grown + 1))
+        assert grown == 3 or r.strength < max(r.sweep.strengths)
         assert r.zero_shot == {t.name: pytest.approx(accuracy(encoder, t)) for t in (colours, shades)}
         assert all(r.finetuned[t] > r.zero_shot[t] for t in r.finetuned)
         assert r.normalised == pytest.approx(np.mean([r.merged[t] / r.finetuned[t] for t in ("colours", "shades")]))
@@ -72,10 +72,10 @@ def test_addition_study_refuses_an_unknown_method_before_training(setup):
 
 def test_negation_study_keeps_the_control(setup):
     encoder, colours, shades = setup
-    (result,) = negation_study(encoder, colours, shades, CONFIG, lambdas=(0.0,), coefs=COEFS)
+    (result,) = negation_study(encoder, colours, shades, CONFIG, lambdas=(0.0,), strengths=COEFS)
     val_target, val_control = (split_validation(t, 0.2, CONFIG.seed)[1] for t in (colours, shades))
     assert result.sweep.best_result["shades"] >= 0.95 * accuracy(encoder, val_control)
-    # coefficient 0 is the unedited model on the validation parts
+    # strength 0 is the unedited model on the validation parts
     assert result.sweep.results[0] == {"colours": pytest.approx(accuracy(encoder, val_target)), "shades": pytest.approx(accuracy(encoder, val_control))}
     assert result.merged["colours"] <= result.zero_shot["colours"]
 
@@ -83,12 +83,12 @@ def test_negation_study_keeps_the_control(setup):
 def test_the_grid_grows_only_while_the_pick_is_its_top():
     calls = []
 
-    def evaluate(coef):  # accuracy peaks at coefficient 2.5
-        calls.append(coef)
-        return {"t": 100.0 - (coef - 2.5) ** 2}
+    def evaluate(strength):  # accuracy peaks at strength 2.5
+        calls.append(strength)
+        return {"t": 100.0 - (strength - 2.5) ** 2}
 
     sweep = select_extending(evaluate, {"t": 100.0}, (0.0, 0.5, 1.0), extend=5, progress=False)
-    assert sweep.best == 2.5 and sweep.coefs == (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
-    assert sorted(calls) == list(sweep.coefs)  # each coefficient evaluated once
+    assert sweep.best == 2.5 and sweep.strengths == (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
+    assert sorted(calls) == list(sweep.strengths)  # each strength evaluated once
     capped = select_extending(evaluate, {"t": 100.0}, (0.0, 0.5, 1.0), extend=1, progress=False)
-    assert capped.best == 2.0 and capped.coefs == (0.0, 0.5, 1.0, 1.5, 2.0)
+    assert capped.best == 2.0 and capped.strengths == (0.0, 0.5, 1.0, 1.5, 2.0)

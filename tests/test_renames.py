@@ -191,3 +191,61 @@ def test_a_run_folder_recorded_under_the_old_names_still_resumes(tmp_path):
     other = {"run": ExperimentConfig(settings=CellSettings(negation_strength=0.5)).as_dict(), "sdk_version": "x"}
     with RunFolder(tmp_path / "run") as run, pytest.raises(PlatonicError, match=r"run\.settings\.negation_strength: 1\.0 -> 0\.5"):
         run.begin(other)
+
+
+def test_strength_selection_takes_the_old_coefficient_names():
+    from platonic_sdk.evaluate import selection
+    from platonic_sdk.evaluate.merging import accuracy_with, addition_study, negation_study, select_extending
+    from platonic_sdk.evaluate.selection import DEFAULT_STRENGTHS, Sweep, select_addition, select_negation
+
+    def evaluate(strength: float) -> dict[str, float]:
+        return {"t": 10.0 * strength, "control": 50.0}
+
+    new = select_addition(evaluate, {"t": 10.0}, strengths=[0.0, 0.5])
+    assert new.strengths == (0.0, 0.5) and new.best == 0.5
+    with pytest.warns(DeprecationWarning, match=r"select_addition\(coefs=\) is deprecated.*use strengths="):
+        assert select_addition(evaluate, {"t": 10.0}, coefs=[0.0, 0.5]) == new
+    with pytest.warns(DeprecationWarning, match=r"select_negation\(coefs=\).*use strengths="):
+        old = select_negation(evaluate, "t", "control", 50.0, coefs=[0.0, 0.5])
+    assert old == select_negation(evaluate, "t", "control", 50.0, strengths=[0.0, 0.5]) and old.best == 0.0
+    with pytest.warns(DeprecationWarning, match=r"select_extending\(coefs=\).*use strengths="):
+        assert select_extending(evaluate, {"t": 10.0}, coefs=(0.0, 0.5), extend=0, progress=False) == new
+    with pytest.warns(DeprecationWarning, match=r"Sweep\.coefs is deprecated.*use \.strengths"):
+        assert new.coefs == (0.0, 0.5)
+    with pytest.warns(DeprecationWarning, match="use strengths="):
+        assert Sweep(coefs=(0.0, 0.5), results=new.results, scores=new.scores, feasible=new.feasible, best_index=1) == new
+    with pytest.warns(DeprecationWarning, match=r"selection\.DEFAULT_COEFS is deprecated.*DEFAULT_STRENGTHS"):
+        assert selection.DEFAULT_COEFS is DEFAULT_STRENGTHS
+    assert len(DEFAULT_STRENGTHS) == 21 and DEFAULT_STRENGTHS[0] == 0.0 and DEFAULT_STRENGTHS[-1] == 1.0
+    with pytest.raises(AttributeError, match="no attribute 'DEFAULT_NOPE'"):
+        selection.DEFAULT_NOPE
+    with pytest.raises(TypeError, match="strengths= only"):
+        select_addition(evaluate, {"t": 10.0}, coefs=[0.0], strengths=[0.5])
+    for study in (accuracy_with, addition_study, negation_study):  # refused before any work: no model needed
+        with pytest.raises(TypeError, match="= only"):
+            study(None, None, None, **({"coef": 1.0, "strength": 1.0} if study is accuracy_with else {"coefs": (0.0,), "strengths": (0.0,)}))
+
+
+def test_task_vector_strength_and_its_deprecated_coefficient_name():
+    from platonic_sdk.finetune.weightspace import AppliedTaskVector, TaskVector
+
+    model = torch.nn.Linear(3, 2, bias=False)
+    base = model.weight.detach().clone()
+    tau = TaskVector({"weight": torch.ones(2, 3)})
+    with tau.apply_to(model, strength=0.25) as handle:
+        torch.testing.assert_close(model.weight.detach(), base + 0.25)  # theta + 0.25 tau, by hand
+        assert handle.strength == 0.25 and handle.record()["strength"] == 0.25 and "coef" not in handle.record()
+        with pytest.warns(DeprecationWarning, match=r"AppliedTaskVector\.coef is deprecated.*use \.strength"):
+            assert handle.coef == 0.25
+    with pytest.warns(DeprecationWarning, match=r"TaskVector\.apply_to\(coef=\) is deprecated.*use strength="):
+        with tau.apply_to(model, coef=0.5):
+            torch.testing.assert_close(model.weight.detach(), base + 0.5)
+    assert torch.equal(model.weight.detach(), base)
+    with pytest.raises(TypeError, match="strength= only"):
+        tau.apply_to(model, coef=0.5, strength=0.5)
+    assert torch.equal(model.weight.detach(), base)  # refused before anything is written
+    with pytest.warns(DeprecationWarning, match="use strength="):
+        assert AppliedTaskVector(tau, coef=0.5).strength == 0.5
+    with pytest.warns(DeprecationWarning, match=r"TaskVector\.fold_into\(coef=\).*use strength="):
+        tau.fold_into(model, coef=2.0)
+    torch.testing.assert_close(model.weight.detach(), base + 2.0)

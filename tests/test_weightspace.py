@@ -1,4 +1,4 @@
-"""Weight-space task vectors (algebra against direct state-dict arithmetic, exact undo, files) and coefficient sweeps."""
+"""Weight-space task vectors (algebra against direct state-dict arithmetic, exact undo, files) and strength sweeps."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ import torch
 
 import platonic_sdk as ps
 from platonic_sdk.errors import CheckpointError, PlatonicError, ShapeError
-from platonic_sdk.evaluate.selection import DEFAULT_COEFS, select_addition, select_negation
+from platonic_sdk.evaluate.selection import DEFAULT_STRENGTHS, select_addition, select_negation
 from platonic_sdk.finetune import TaskVector
 from platonic_sdk.finetune.weightspace import named_tensors
 
@@ -48,7 +48,7 @@ def test_apply_and_exact_undo(models):
     pre_model, a_model, _ = models
     pre, a = _sd(pre_model), _sd(a_model)
     tau = TaskVector.from_models(pre_model, a_model)
-    handle = tau.apply_to(pre_model, coef=0.4)
+    handle = tau.apply_to(pre_model, strength=0.4)
     now = named_tensors(pre_model)
     for k in pre:
         expected = (pre[k].double() + 0.4 * (a[k] - pre[k]).double()).float()
@@ -57,7 +57,7 @@ def test_apply_and_exact_undo(models):
     assert all(torch.equal(named_tensors(pre_model)[k], v) for k, v in pre.items())
     with pytest.raises(PlatonicError, match="already"):
         handle.undo()
-    with tau.apply_to(pre_model, coef=1.0):
+    with tau.apply_to(pre_model, strength=1.0):
         assert all(torch.allclose(named_tensors(pre_model)[k], a[k], atol=1e-6) for k in pre)
     assert all(torch.equal(named_tensors(pre_model)[k], v) for k, v in pre.items())
 
@@ -78,7 +78,7 @@ def test_different_architectures_are_refused(models):
     with pytest.raises(PlatonicError):
         tau + TaskVector.from_models(deep, _model(5, num_hidden_layers=3))
     with pytest.raises(PlatonicError):
-        tau.apply_to(pre_model, coef=float("nan"))
+        tau.apply_to(pre_model, strength=float("nan"))
 
 
 def test_files_round_trip(models, tmp_path):
@@ -104,12 +104,12 @@ def test_addition_sweep_picks_best_mean_normalised_accuracy():
         return {"a": 80.0 - 100 * (c - 0.6) ** 2, "b": 50.0 - 40 * (c - 0.3) ** 2, "control": 70.0}
 
     sweep = select_addition(evaluate, finetuned)
-    scores = [np.mean([evaluate(c)["a"] / 80.0, evaluate(c)["b"] / 50.0]) for c in DEFAULT_COEFS]
-    assert len(sweep.coefs) == 21 and sweep.coefs[0] == 0.0 and sweep.coefs[-1] == 1.0
-    assert sweep.best == pytest.approx(DEFAULT_COEFS[int(np.argmax(scores))])
+    scores = [np.mean([evaluate(c)["a"] / 80.0, evaluate(c)["b"] / 50.0]) for c in DEFAULT_STRENGTHS]
+    assert len(sweep.strengths) == 21 and sweep.strengths[0] == 0.0 and sweep.strengths[-1] == 1.0
+    assert sweep.best == pytest.approx(DEFAULT_STRENGTHS[int(np.argmax(scores))])
     assert sweep.scores == pytest.approx(scores)
-    flat = select_addition(lambda c: {"a": 1.0}, {"a": 1.0}, coefs=[0.5, 0.2, 0.9])
-    assert flat.best == 0.2  # ties go to the smallest coefficient
+    flat = select_addition(lambda c: {"a": 1.0}, {"a": 1.0}, strengths=[0.5, 0.2, 0.9])
+    assert flat.best == 0.2  # ties go to the smallest strength
     with pytest.raises(PlatonicError, match="missing"):
         select_addition(lambda c: {"a": 1.0}, finetuned)
 
@@ -119,12 +119,12 @@ def test_negation_sweep_respects_control_floor():
         return {"target": 90.0 - 60.0 * c, "control": 70.0 - 10.0 * c}
 
     sweep = select_negation(evaluate, "target", "control", zero_shot_control=70.0)
-    feasible = [c for c in DEFAULT_COEFS if evaluate(c)["control"] >= 0.95 * 70.0]
-    assert sweep.best == pytest.approx(max(feasible))  # lowest target accuracy among feasible coefficients
+    feasible = [c for c in DEFAULT_STRENGTHS if evaluate(c)["control"] >= 0.95 * 70.0]
+    assert sweep.best == pytest.approx(max(feasible))  # lowest target accuracy among feasible strengths
     assert sweep.best_result["control"] >= 0.95 * 70.0
     assert sum(sweep.feasible) == len(feasible)
     with pytest.raises(PlatonicError, match="constraint"):
-        select_negation(evaluate, "target", "control", zero_shot_control=70.0, coefs=[0.8, 1.0])
+        select_negation(evaluate, "target", "control", zero_shot_control=70.0, strengths=[0.8, 1.0])
 
 
 def test_cosine_matches_flattened_computation():

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 import attrs
 import numpy as np
 
-from ..deprecation import renamed_attribute, renamed_init
+from ..deprecation import renamed_attribute, renamed_init, renamed_keywords
 from ..errors import PlatonicError
 from ..finetune import FinetuneConfig, TaskVector, finetune, merge
 from ..finetune.weightspace import merge_method, merge_methods
@@ -22,7 +22,7 @@ from ..protocol import DualEncoder
 from ..tasks import Task
 from ..zeroshot import accuracy
 from .cells import eval_names
-from .selection import DEFAULT_COEFS, Evaluate, Sweep, select_addition, select_negation, task_vector_evaluator
+from .selection import DEFAULT_STRENGTHS, Evaluate, Sweep, select_addition, select_negation, task_vector_evaluator
 from .workspace import Workspace
 
 VALIDATION_FRACTION = 0.2  # of each train split, for choosing strengths (OrthoReg's protocol)
@@ -63,9 +63,10 @@ def split_validation(task: Task, fraction: float = VALIDATION_FRACTION, seed: in
     return attrs.evolve(task, train=fit), attrs.evolve(task, train=fit, test=val)
 
 
-def accuracy_with(encoder: DualEncoder, vector: TaskVector, task: Task, coef: float = 1.0) -> float:
-    """Accuracy on task.test of theta_pre + coef * tau (undone afterwards)."""
-    return task_vector_evaluator(encoder, vector, [task])(coef)[task.name]
+@renamed_keywords(coef="strength")
+def accuracy_with(encoder: DualEncoder, vector: TaskVector, task: Task, strength: float = 1.0) -> float:
+    """Accuracy on task.test of theta_pre + strength * tau (undone afterwards)."""
+    return task_vector_evaluator(encoder, vector, [task])(strength)[task.name]
 
 
 def _finetune_all(encoder: DualEncoder, tasks: Sequence[Task], config: FinetuneConfig, progress: bool) -> tuple[list[TaskVector], dict[str, float]]:
@@ -87,24 +88,25 @@ def _methods(methods: Sequence[str] | Mapping[str, Mapping[str, Any]]) -> dict[s
     return chosen
 
 
-def select_extending(evaluate: Evaluate, finetuned: Mapping[str, float], coefs: Sequence[float], extend: int, progress: bool) -> Sweep:
-    """`select_addition` over `coefs`; while the pick is the grid's largest coefficient, the grid grows
+@renamed_keywords(coefs="strengths")
+def select_extending(evaluate: Evaluate, finetuned: Mapping[str, float], strengths: Sequence[float], extend: int, progress: bool) -> Sweep:
+    """`select_addition` over `strengths`; while the pick is the grid's largest strength, the grid grows
     by its own span (at most `extend` times), so that a merged vector smaller than the sum (TIES' mean,
-    Iso-C's flattened spectrum) is not capped by a grid made for the sum. Each coefficient runs once."""
+    Iso-C's flattened spectrum) is not capped by a grid made for the sum. Each strength runs once."""
     cache: dict[float, Mapping[str, float]] = {}
 
-    def cached(coef: float) -> Mapping[str, float]:
-        if coef not in cache:
-            cache[coef] = evaluate(coef)
-        return cache[coef]
+    def cached(strength: float) -> Mapping[str, float]:
+        if strength not in cache:
+            cache[strength] = evaluate(strength)
+        return cache[strength]
 
-    grid, low = tuple(float(c) for c in coefs), min(coefs)
+    grid, low = tuple(float(c) for c in strengths), min(strengths)
     sweep = select_addition(cached, finetuned, grid, progress)
     for _ in range(extend):
         top = max(grid)
         if sweep.best < top or top <= low:
             break
-        grid += tuple(round(top + c - low, 10) for c in coefs if c > low)
+        grid += tuple(round(top + c - low, 10) for c in strengths if c > low)
         sweep = select_addition(cached, finetuned, grid, progress)
     return sweep
 
@@ -115,7 +117,7 @@ def _lambda_config(config: FinetuneConfig, lam: float) -> FinetuneConfig:
 
 def _addition_runs(encoder: DualEncoder, tasks: Sequence[Task], val: Sequence[Task], lam: float, vectors: Sequence[TaskVector],
                    tuned: dict[str, float], zero_shot: dict[str, float], chosen: Mapping[str, Mapping[str, Any]],
-                   coefs: Sequence[float], extend: int, progress: bool) -> list[MergeResult]:
+                   strengths: Sequence[float], extend: int, progress: bool) -> list[MergeResult]:
     """One lambda's fine-tunes merged by each method, c chosen on `val`, accuracies on the tasks' test splits."""
     val_tuned = {t.name: accuracy_with(encoder, vec, t) for t, vec in zip(val, vectors)}
     cosines = [a.cosine(b) for i, a in enumerate(vectors) for b in vectors[i + 1 :]]
@@ -123,7 +125,7 @@ def _addition_runs(encoder: DualEncoder, tasks: Sequence[Task], val: Sequence[Ta
     out = []
     for method, params in chosen.items():
         merged_vector = merge(vectors, method, **params)
-        sweep = select_extending(task_vector_evaluator(encoder, merged_vector, val), val_tuned, coefs, extend, progress)
+        sweep = select_extending(task_vector_evaluator(encoder, merged_vector, val), val_tuned, strengths, extend, progress)
         merged = task_vector_evaluator(encoder, merged_vector, tasks)(sweep.best)
         out.append(MergeResult(lam, sweep.best, sweep, zero_shot, tuned, merged, cosine, method))
     return out
@@ -131,7 +133,7 @@ def _addition_runs(encoder: DualEncoder, tasks: Sequence[Task], val: Sequence[Ta
 
 def _negation_runs(encoder: DualEncoder, target: Task, val_target: Task, control: Task, val_control: Task, lam: float,
                    vector: TaskVector, tuned: dict[str, float], zero_shot: dict[str, float], chosen: Mapping[str, Mapping[str, Any]],
-                   coefs: Sequence[float], progress: bool) -> list[MergeResult]:
+                   strengths: Sequence[float], progress: bool) -> list[MergeResult]:
     """theta_pre - c * merge_m(tau_target) per method (one vector: TIES trims it, DARE drops, Iso-C flattens its
     spectra), c chosen on the validation parts, accuracies on test."""
     floor = accuracy(encoder, val_control)
@@ -139,18 +141,19 @@ def _negation_runs(encoder: DualEncoder, target: Task, val_target: Task, control
     for method, params in chosen.items():
         negated = -merge([vector], method, **params)
         evaluate = task_vector_evaluator(encoder, negated, [val_target, val_control])
-        sweep = select_negation(evaluate, target.name, control.name, floor, coefs, progress=progress)
+        sweep = select_negation(evaluate, target.name, control.name, floor, strengths, progress=progress)
         merged = task_vector_evaluator(encoder, negated, [target, control])(sweep.best)
         out.append(MergeResult(lam, sweep.best, sweep, zero_shot, tuned, merged, method=method))
     return out
 
 
+@renamed_keywords(coefs="strengths")
 def addition_study(
     encoder: DualEncoder,
     tasks: Sequence[Task],
     config: FinetuneConfig,
     lambdas: Sequence[float] = (0.0, 1.0),
-    coefs: Sequence[float] = DEFAULT_COEFS,
+    strengths: Sequence[float] = DEFAULT_STRENGTHS,
     val_fraction: float = VALIDATION_FRACTION,
     progress: bool = False,
     methods: Sequence[str] | Mapping[str, Mapping[str, Any]] = ("task_arithmetic",),
@@ -165,17 +168,18 @@ def addition_study(
     out = []
     for lam in lambdas:
         vectors, tuned = _finetune_all(encoder, fit, _lambda_config(config, lam), progress)
-        out += _addition_runs(encoder, tasks, val, lam, vectors, tuned, zero_shot, chosen, coefs, extend, progress)
+        out += _addition_runs(encoder, tasks, val, lam, vectors, tuned, zero_shot, chosen, strengths, extend, progress)
     return out
 
 
+@renamed_keywords(coefs="strengths")
 def negation_study(
     encoder: DualEncoder,
     target: Task,
     control: Task,
     config: FinetuneConfig,
     lambdas: Sequence[float] = (0.0, 1.0),
-    coefs: Sequence[float] = DEFAULT_COEFS,
+    strengths: Sequence[float] = DEFAULT_STRENGTHS,
     val_fraction: float = VALIDATION_FRACTION,
     progress: bool = False,
     methods: Sequence[str] | Mapping[str, Mapping[str, Any]] = ("task_arithmetic",),
@@ -189,7 +193,7 @@ def negation_study(
     out = []
     for lam in lambdas:
         vectors, tuned = _finetune_all(encoder, [fit], _lambda_config(config, lam), progress)
-        out += _negation_runs(encoder, target, val, control, control_val, lam, vectors[0], tuned, zero_shot, chosen, coefs, progress)
+        out += _negation_runs(encoder, target, val, control, control_val, lam, vectors[0], tuned, zero_shot, chosen, strengths, progress)
     return out
 
 
@@ -209,14 +213,14 @@ def orthoreg_comparison(name: str, encoder: DualEncoder, tasks: Sequence[Task], 
     runs, negation = [], []
     for lam in (0.0, 1.0):
         vectors, tuned = _finetune_all(encoder, fit, _lambda_config(recipe, lam), progress)
-        runs += _addition_runs(encoder, tasks, val, lam, vectors, tuned, zero_shot, chosen, DEFAULT_COEFS, 3, progress)
+        runs += _addition_runs(encoder, tasks, val, lam, vectors, tuned, zero_shot, chosen, DEFAULT_STRENGTHS, 3, progress)
         for task, v_task, vector in zip(tasks, val, vectors) if control is not None else ():
             zero = {task.name: zero_shot[task.name], control.name: control_zero}
             negation += [(task.name, r) for r in _negation_runs(encoder, task, v_task, control, control_val, lam, vector,
-                                                                {task.name: tuned[task.name]}, zero, chosen, DEFAULT_COEFS, progress)]
+                                                                {task.name: tuned[task.name]}, zero, chosen, DEFAULT_STRENGTHS, progress)]
     record = {
         "family": name, "tasks": [t.name for t in tasks], "recipe": recipe.describe(),
-        "runs": [{"method": r.method, "orthoreg": r.orthoreg, "strength": r.strength, "grid_top": max(r.sweep.coefs),
+        "runs": [{"method": r.method, "orthoreg": r.orthoreg, "strength": r.strength, "grid_top": max(r.sweep.strengths),
                   "mean_cosine": r.mean_cosine, "normalised": r.normalised, "merged_mean": float(np.mean(list(r.merged.values()))),
                   "merged": r.merged, "finetuned": r.finetuned, "zero_shot": r.zero_shot} for r in runs],
     }
@@ -258,7 +262,7 @@ def validation_part(task: Task, seed: int, fraction: float = VALIDATION_FRACTION
     return split_validation(task, fraction, seed)[1]
 
 
-def chosen_weight_space(method: str, strengths: Sequence[float] = DEFAULT_COEFS, extend: int = 3,
+def chosen_weight_space(method: str, strengths: Sequence[float] = DEFAULT_STRENGTHS, extend: int = 3,
                         **params: Any) -> Callable[[Workspace, Any, Any], dict[str, float] | None]:
     """A cell method like `merged_weight_space`, whose strength c is chosen per cell on validation parts
     (`validation_part`, seeded by settings.seed) of the train splits, never on test: addition maximises

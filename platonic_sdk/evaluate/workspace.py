@@ -284,9 +284,9 @@ class Workspace:
         model = self._model(target)
         handles = []
         try:
-            for vector, coef in vectors:
+            for vector, strength in vectors:
                 # task arithmetic across models of one architecture: another target, deliberately
-                handles.append(vector.apply_to(model.media_encoder, coef, allow_other_target=True))
+                handles.append(vector.apply_to(model.media_encoder, strength, allow_other_target=True))
             return self.live_accuracies(target, names)
         finally:
             for handle in reversed(handles):

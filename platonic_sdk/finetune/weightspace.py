@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from .. import stack
 from ..binding import Target
+from ..deprecation import renamed_attribute, renamed_init, renamed_keywords
 from ..errors import CheckpointError, PlatonicError, ShapeError, check_finite, check_real, check_strength
 from ..io import load_tensors, save_tensors
 from ..stack import EditStack
@@ -158,14 +159,15 @@ class TaskVector:
         denom = self.norm() * other.norm()
         return dot / denom if denom > 0 else 0.0
 
-    def apply_to(self, model: nn.Module, coef: float = 1.0, allow_other_target: bool = False) -> "AppliedTaskVector":
-        """theta <- theta + coef * tau in place (summed in float64), on the model's edit stack.
+    @renamed_keywords(coef="strength")
+    def apply_to(self, model: nn.Module, strength: float = 1.0, allow_other_target: bool = False) -> "AppliedTaskVector":
+        """theta <- theta + strength * tau in place (summed in float64), on the model's edit stack.
 
         Returns a handle whose undo() takes tau out again, in any order with the model's other edits.
         Refused (nothing changed): other tensor names or shapes, weights other than `target` (unless
         `allow_other_target`), and a result with NaN or inf.
         """
-        c = check_strength(coef, "task-vector coefficient")
+        c = check_strength(strength, "task-vector strength")
         live = named_tensors(model)
         missing = [n for n in self.deltas if n not in live]
         if missing:
@@ -187,19 +189,20 @@ class TaskVector:
         handle.stack = stack.push(handle, sites, update, label, model)
         return handle
 
-    def fold_into(self, model: nn.Module, coef: float = 1.0, allow_other_target: bool = False) -> None:
-        """theta <- theta + coef * tau for good: the result is a new model, whose base is these weights.
+    @renamed_keywords(coef="strength")
+    def fold_into(self, model: nn.Module, strength: float = 1.0, allow_other_target: bool = False) -> None:
+        """theta <- theta + strength * tau for good: the result is a new model, whose base is these weights.
 
         Nothing to undo and no base copy kept (a loaded fine-tune); refused while edits are applied to `model`.
         """
         if stack.applied(model):
             raise PlatonicError("fold a task vector into a model without applied edits (remove them first)")
-        self.apply_to(model, coef, allow_other_target)
+        self.apply_to(model, strength, allow_other_target)
         stack.forget(model)
 
     @property
     def identity(self) -> str:
-        """`task_vector:fingerprint` of the deltas (the coefficient aside)."""
+        """`task_vector:fingerprint` of the deltas (the strength aside)."""
         return f"{KIND}:{stack.fingerprint(self.deltas)}"
 
     def save(self, path: str | os.PathLike) -> None:
@@ -221,8 +224,9 @@ class AppliedTaskVector:
     """Undo handle of `TaskVector.apply_to`: undo() takes the vector out of the model's edit stack."""
 
     vector: TaskVector
-    coef: float
+    strength: float
     stack: EditStack | None = None
+    coef = renamed_attribute("strength")  # its deprecated name
 
     @property
     def active(self) -> bool:
@@ -237,7 +241,7 @@ class AppliedTaskVector:
 
     def record(self) -> dict[str, Any]:
         """What a saved checkpoint's platonic.json says about this vector once it is folded in."""
-        return {"kind": KIND, "identity": self.vector.identity, "coef": self.coef, "edit": repr(self.vector)}
+        return {"kind": KIND, "identity": self.vector.identity, "strength": self.strength, "edit": repr(self.vector)}
 
     def __enter__(self) -> "AppliedTaskVector":
         return self
@@ -245,6 +249,9 @@ class AppliedTaskVector:
     def __exit__(self, *exc: object) -> None:
         if self.active:
             self.undo()
+
+
+renamed_init(AppliedTaskVector, coef="strength")
 
 
 def merge(vectors: Sequence[TaskVector], method: str = "task_arithmetic", **params: Any) -> TaskVector:
