@@ -23,7 +23,7 @@ from .cli_values import (
 )
 from .demo import demo_config
 from .errors import PlatonicError
-from .evaluate.settings import CENTRE_CHOICES, DEFAULT_METHODS, CellSettings, ExperimentConfig, default
+from .evaluate.settings import KIND_CHOICES, DEFAULT_METHODS, CellSettings, ExperimentConfig, default
 from .feature_store import caching
 from .linalg import RIDGE_A, RIDGE_B
 from .version import __version__
@@ -221,7 +221,7 @@ def build_parser() -> Parser:
         what = "strength of weight-space task vectors" if kind == "weight_space" else f"closed-form strength on {kind} cells"
         add_renamed(p, f"--{old.replace('_', '-')}",
                     p.add_argument(f"--{name.replace('_', '-')}", type=finite_float, help=f"{what} ({default(CellSettings, name)})"))
-    _centre_option(p)
+    _kind_options(p)
     p.add_argument("--lora-lr", type=positive_float, help="LoRA-route learning rate (default: the world's, else LoraRouteConfig's)")
     p.add_argument("--lora-epochs", type=positive_int, help="LoRA-route epochs (default: the world's, else LoraRouteConfig's)")
     p.add_argument("--lora-steps", type=positive_int, help="cap on LoRA-route steps (default: LoraRouteConfig's)")
@@ -248,20 +248,23 @@ def build_parser() -> Parser:
     p.add_argument("--orthoreg-tasks", type=count, default=0,
                    help="run the OrthoReg study on this many tasks (0: off; 3 tasks: six fine-tunes, then every merging "
                         "method's addition and negation sweeps, about 3 CPU-minutes on one core)")
-    _centre_option(p)
+    _kind_options(p)
     p.set_defaults(batch_size=256)
     p.set_defaults(func=commands.cmd_demo)
     return parser
 
 
-def _centre_option(p: argparse.ArgumentParser) -> None:
-    """--centre: which cell kinds transfer row-centred descriptors (UTD.centred)."""
-    p.add_argument("--centre", choices=tuple(CENTRE_CHOICES), type=str.lower,
-                   help=f"cell kinds whose descriptors are row-centred before the solve (default: {_centre_name(default(CellSettings, 'centre'))})")
+def _kind_options(p: argparse.ArgumentParser) -> None:
+    """--centre and --anchor: which cell kinds transfer row-centred descriptors, and which anchor the
+    probes of the tasks that read other attributes."""
+    for option, what in (("centre", "whose descriptors are row-centred before the solve"),
+                         ("anchor", "whose solves hold the probes of the transfer tasks that read other attributes in place")):
+        p.add_argument(f"--{option}", choices=tuple(KIND_CHOICES), type=str.lower,
+                       help=f"cell kinds {what} (default: {_kinds_name(default(CellSettings, option))})")
 
 
-def _centre_name(kinds: tuple[str, ...]) -> str:
-    return next(name for name, value in CENTRE_CHOICES.items() if set(value) == set(kinds))
+def _kinds_name(kinds: tuple[str, ...]) -> str:
+    return next(name for name, value in KIND_CHOICES.items() if set(value) == set(kinds))
 
 
 def _subparsers(parser: Parser) -> dict[str, Parser]:

@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from .errors import PlatonicError
-from .evaluate.settings import CENTRE_CHOICES
+from .evaluate.settings import KIND_CHOICES
 
 
 def device(value: str) -> str:
@@ -150,6 +150,6 @@ def config_tables(key: str, value: Any) -> Any:
     return value
 
 
-def centre_kinds(args: argparse.Namespace) -> dict[str, tuple[str, ...]]:
-    """CellSettings' `centre` from --centre (nothing when the option is not given: the class's default)."""
-    return {"centre": CENTRE_CHOICES[args.centre]} if getattr(args, "centre", None) else {}
+def kind_options(args: argparse.Namespace) -> dict[str, tuple[str, ...]]:
+    """CellSettings' `centre` and `anchor` from --centre and --anchor (an option not given: the class's default)."""
+    return {key: KIND_CHOICES[getattr(args, key)] for key in ("centre", "anchor") if getattr(args, key, None)}

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from .cli_values import centre_kinds
+from .cli_values import kind_options
 from .errors import GridMismatchError, PlatonicError
 
 
@@ -521,7 +521,7 @@ def _grid(args: argparse.Namespace, folder) -> int:
     counts = {k: v or None for k, v in given("sweep_cells", "similarity_probes").items()}  # 0: every cell / probe
     config = ExperimentConfig(
         cells=selections(args.kinds, args.groups, args.max_cells), pairing=args.pairing,
-        settings=CellSettings(**given("addition_strength", "negation_strength", "weight_space_strength"), lora=lora, seed=args.seed, **centre_kinds(args)),
+        settings=CellSettings(**given("addition_strength", "negation_strength", "weight_space_strength"), lora=lora, seed=args.seed, **kind_options(args)),
         methods=tuple(dict.fromkeys(["zero_shot", *args.methods])) if args.methods else DEFAULT_METHODS,
         method_cells=dict(parse_method_cells(args.method_cells or [])), held_out=tuple(held_out), similarity=not args.no_similarity,
         **given("sweep_strengths"), **counts,

@@ -15,14 +15,15 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from .cli_values import centre_kinds
+from .cli_values import kind_options
 from .evaluate.settings import CellSettings
 
 
 def demo_config(world: str, seed: int = 0, lora_cells: int = 8, weight_space_cells: int = 6, orthoreg_tasks: int = 0,
-                orthoreg_recipe: Mapping[str, Any] | None = None, ridge_b: float | None = None, centre: tuple[str, ...] | None = None):
+                orthoreg_recipe: Mapping[str, Any] | None = None, ridge_b: float | None = None, centre: tuple[str, ...] | None = None,
+                anchor: tuple[str, ...] | None = None):
     """The demo's ExperimentConfig on `world` (LoRA route with the world's recipe and landmark ridge;
-    `centre`: the kinds with row-centred descriptors, None: CellSettings' default)."""
+    `centre`, `anchor`: the kinds with row-centred descriptors and with anchored solves, None: CellSettings' defaults)."""
     from .evaluate.experiment import CellSelection, ExperimentConfig
     from .evaluate.methods import CACHED
     from .worlds.registry import world_spec
@@ -33,7 +34,7 @@ def demo_config(world: str, seed: int = 0, lora_cells: int = 8, weight_space_cel
         cells += (CellSelection("addition", "same-model", weight_space_cells, methods=CACHED),)
     lora = {**spec.lora, "ridge_b": spec.ridge_b if ridge_b is None else ridge_b}
     return ExperimentConfig(
-        cells=cells, settings=CellSettings(lora=lora, seed=seed, **({} if centre is None else {"centre": centre})), methods=(*CACHED, "lora") if lora_cells else CACHED,
+        cells=cells, settings=CellSettings(lora=lora, seed=seed, **{k: v for k, v in (("centre", centre), ("anchor", anchor)) if v is not None}), methods=(*CACHED, "lora") if lora_cells else CACHED,
         method_cells={"lora": lora_cells}, held_out=tuple(spec.make(seed=seed).trio), similarity_probes=None,
         orthoreg_tasks=orthoreg_tasks, orthoreg_recipe=orthoreg_recipe or {},
     )
@@ -54,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
                                      batch_size=args.batch_size)
         recipe = zoo.read_manifest(world_spec(args.world).zoo).get("finetune", {}) if args.orthoreg_tasks else {}
         config = demo_config(args.world, args.seed, args.lora_cells, args.weight_space_cells, args.orthoreg_tasks, recipe,
-                             **centre_kinds(args))
+                             **kind_options(args))
         summary = run_experiment(ws, folder, config, {**describe, "command": "platonic demo"}, progress=not args.quiet,
                                  title=f"platonic demo ({args.world} world, seed {args.seed})")
     if summary is None:  # another rank: rank 0 writes and prints the report

@@ -6,7 +6,7 @@ import functools
 import hashlib
 import json
 import os
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 import attrs
 import numpy as np
@@ -228,3 +228,11 @@ class Grid:
             offset += len(g.items)
             prompts.extend(g.prompts)
         return cls(name + ":" + "+".join(f"{g.task}@{g.identity[:8]}" for g in grids), ids, prompts, join([g.items for g in grids]))
+
+
+def check_anchors(term_grids: Collection[str], anchors: Sequence[Grid]) -> None:
+    """Refuse an anchor grid that is also a term's grid (by identity): its probes cannot both move and stay."""
+    both = [a.task for a in anchors if a.identity in term_grids]
+    if both:
+        raise GridMismatchError(f"{', '.join(map(repr, both))}: a grid cannot be both a term and an anchor "
+                                "(anchors are grids whose probes must not move)")

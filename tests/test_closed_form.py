@@ -24,10 +24,10 @@ def _items(modality: str, n: int, seed: int) -> list:
     return [Waveform(rng.standard_normal(8000).astype(np.float32) * 0.1, 16000) for _ in range(n)]
 
 
-def _task(modality: str, name: str = "toy") -> ps.Task:
+def _task(modality: str, name: str = "toy", seed: int = 0) -> ps.Task:
     labels = np.arange(24) % len(CLASSES)
-    train = ps.Split(_items(modality, 24, 0), labels)
-    test = ps.Split(_items(modality, 8, 1), labels[:8])
+    train = ps.Split(_items(modality, 24, seed), labels)
+    test = ps.Split(_items(modality, 8, seed + 1), labels[:8])
     return ps.Task(name, CLASSES, train, test, templates=("a photo of a {}.", "a {}"))
 
 
@@ -162,3 +162,29 @@ def test_centred_operator_is_the_solve_of_the_centred_descriptor(setup):
     edit = bank.edit(-utd, 1.0, centre=True)
     torch.testing.assert_close(edit.operator, -expected, rtol=1e-5, atol=1e-7)
     assert edit.meta["centred"] is True and bank.edit(utd).meta["centred"] is False
+
+
+def test_anchored_operator_minimises_the_anchored_objective(setup):
+    """Anchors are zero-target rows: X* minimises ||F X G^T - U||^2 + ||F_o X G^T||^2 + the ridges on [F; F_o]."""
+    encoder, grid, bank, state, utd = setup
+    anchor = _task(ps.family(encoder.family).modality, "held", seed=7).grid(per_class=3, seed=0)
+    A = bank.operator(utd, anchors=[anchor])
+    F, Fo = state.solve_rows.double(), bank.add_grid(anchor).solve_rows.double()
+    G, U = state.landmarks.double(), utd.matrix.double()
+    Fs = torch.cat([F, Fo])
+    mu_a = 1e-2 * torch.linalg.svdvals(Fs).square().mean()
+    mu_b = 1e-3 * torch.linalg.svdvals(G).square().mean()
+    X = ridge_solver(Fs, G, 1e-2, 1e-3)(torch.cat([U, U.new_zeros(Fo.shape[0], U.shape[1])])).T  # float64 throughout
+    grad = (F.T @ (F @ X @ G.T - U) @ G + Fo.T @ (Fo @ X @ G.T) @ G + mu_b * Fs.T @ Fs @ X
+            + mu_a * X @ G.T @ G + mu_a * mu_b * X)
+    assert float(grad.norm() / (F.T @ U @ G).norm()) < 1e-6
+    torch.testing.assert_close(A, X.T.to(A.dtype), rtol=1e-4, atol=1e-6)
+    # the anchors' affinity change with the task's prompts shrinks; no anchors is the plain solve
+    plain = bank.operator(utd)
+    assert float((Fo @ A.double().T @ G.T).norm()) < float((Fo @ plain.double().T @ G.T).norm())
+    torch.testing.assert_close(bank.operator(utd, anchors=()), plain, rtol=0, atol=0)
+    torch.testing.assert_close(bank.operators([utd, utd.random_like(3)], anchors=[anchor])[0], A, rtol=1e-5, atol=1e-7)
+    edit = bank.edit(utd, 0.5, anchors=[anchor])
+    assert edit.meta["anchors"] == [{"task": "held", "grid_id": anchor.identity}] and bank.edit(utd).meta["anchors"] == []
+    with pytest.raises(ps.GridMismatchError, match="both a term and an anchor"):
+        bank.operator(utd, anchors=[grid])

@@ -122,6 +122,29 @@ def test_negation_and_weight_space_on_a_same_architecture_cell(ws, models, tasks
     assert ws.accuracies("clip", [task]) == pytest.approx({task: accuracy(models["clip"], tasks[task])})
 
 
+def test_negation_cells_anchor_the_tasks_that_read_other_attributes(ws, models, tasks):
+    """By default a negation's solve holds the probes of the transfer tasks with other class names in place."""
+    assert ws.anchor_tasks(["amber_shapes"]) == ("small_shapes", "fine_patterns")  # colours vs shapes vs patterns
+    assert ws.anchor_tasks(["amber_shapes", "small_shapes"]) == ("fine_patterns",)
+    cell = next(c for c in negation_cells(ws) if c.target == "siglip" and c.tasks == ("amber_shapes",))
+    target = models["siglip"]
+    bank = ps.OperatorBank(target, ws.ridge_a, ws.ridge_b)
+    grid = tasks["amber_shapes"].grid(ws.per_class, ws.grid_seed)
+    bank.add_grid(grid)
+    descriptor = UTD.compute(models[cell.sources[0]], ws.finetuned[(cell.sources[0], "amber_shapes")], grid)
+    anchors = [tasks[t].grid(ws.per_class, ws.grid_seed) for t in ("small_shapes", "fine_patterns")]
+    names = ["amber_shapes", CONTROL]
+    results = []
+    for settings, held in ((CellSettings(), anchors), (CellSettings(anchor=()), [])):
+        results.append(evaluate_cell(ws, cell, settings, ["closed_form"])["results"]["closed_form"])
+        with bank.edit(-descriptor, settings.negation_strength, centre=True, anchors=held).applied_to(target):
+            folded = {n: accuracy(target, tasks[n]) for n in names}
+        assert results[-1] == pytest.approx(folded, abs=1e-6)
+    assert results[0] != results[1]  # the anchors change the edit
+    with pytest.raises(ps.PlatonicError, match="anchor lists cell kinds"):
+        CellSettings(anchor=("deletion",))
+
+
 def test_no_item_is_encoded_twice_by_one_model(models, tasks, tmp_path):
     counts: Counter = Counter()
     three = {k: copy.deepcopy(models[k]) for k in ("clip", "siglip", "wide")}

@@ -214,3 +214,17 @@ def test_a_pool_preprocessed_once_trains_exactly_as_preprocessing_every_step(fam
     assert once.factors.keys() == every.factors.keys()
     assert all(torch.equal(once.factors[k][i], every.factors[k][i]) for k in once.factors for i in (0, 1))
     assert calls.count(10) >= 4  # the budget fallback preprocessed each step's own batch
+
+
+def test_anchored_probes_move_less_and_the_term_still_fits(target, fitted):
+    """Anchors join the objective with a zero target: their probes' readout moves less than without them."""
+    grid, utd, edit = fitted
+    anchor = _grid("image", "held", 9)
+    anchored = fit_lora(target, utd, [grid], FAST, progress=False, anchors=[anchor])
+    moved = lambda e: float(_achieved(target, e, anchor).square().mean())  # noqa: E731  (re-encoded, not the loss)
+    assert moved(anchored) < 0.5 * moved(edit)
+    goal = utd.matrix
+    assert float((_achieved(target, anchored, grid) - goal).square().mean()) < float(goal.square().mean())
+    assert anchored.meta["anchors"] == [{"task": "held", "grid_id": anchor.identity}] and edit.meta["anchors"] == []
+    with pytest.raises(GridMismatchError, match="both a term and an anchor"):
+        fit_lora(target, utd, [grid], FAST, progress=False, anchors=[grid])

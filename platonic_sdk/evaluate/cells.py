@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import zlib
-from typing import Iterable, Literal, Sequence
+from typing import Any, Iterable, Literal, Sequence
 
 import attrs
 from torch import Tensor
@@ -112,6 +112,16 @@ def negation_cells(
 def eval_names(ws: Workspace, cell: Cell) -> list[str]:
     """The cell's evaluation sets: its tasks, then the workspace's controls."""
     return list(cell.tasks) + [c for c in ws.controls if c not in cell.tasks]
+
+
+def solve_options(ws: Workspace, kind: str, tasks: Sequence[str], centre: Sequence[str], anchor: Sequence[str]) -> dict[str, Any]:
+    """Workspace.operator's `centre` and `anchors` for an edit of `kind` on `tasks`, given the kinds that centre and anchor."""
+    return {"centre": kind in centre, "anchors": ws.anchor_tasks(tasks) if kind in anchor else ()}
+
+
+def cell_solve(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, Any]:
+    """The cell's solve options under `settings` (solve_options)."""
+    return solve_options(ws, cell.kind, cell.tasks, settings.centre, settings.anchor)
 
 
 def signed_strength(cell: Cell, settings: CellSettings) -> tuple[float, float]:

@@ -15,7 +15,7 @@ import torch
 from ..descriptor import UTD
 from ..errors import ShapeError
 from ..tasks import Grid
-from .cells import Cell, folded
+from .cells import Cell, cell_solve, folded
 from .settings import CellSettings
 from .workspace import Workspace
 
@@ -39,14 +39,12 @@ def probe_labels(ws: Workspace, task: str) -> torch.Tensor:
 
 def label_reference(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
     """The closed form fed label descriptors, each norm-matched to the term's transferred descriptor."""
-    centre = settings.centres(cell.kind)
+    solve = cell_solve(ws, cell, settings)
     ops = []
     for source, task in zip(cell.sources, cell.tasks):
         transferred = ws.descriptor(source, task)
-        transferred = transferred.centred() if centre else transferred
+        transferred = transferred.centred() if solve["centre"] else transferred
         reference = label_descriptor(ws.grid(task), probe_labels(ws, task), len(ws.grid(task).prompts), float(transferred.matrix.norm()))
-        bank = ws.bank(cell.target)
-        bank.add_grid(ws.grid(task))
-        ops.append(bank.operator(reference))
+        ops.append(ws.solve_operator(cell.target, reference, anchors=solve["anchors"]))
     return folded(ws, cell, settings, ops)
 

@@ -22,7 +22,7 @@ import attrs
 
 from ..finetune.weightspace import merge_method, merge_methods
 from ..transfer.lora import LoraRouteConfig, fit_lora
-from .cells import Cell, eval_names, folded, signed_strength  # noqa: F401  (eval_names: for cell methods)
+from .cells import Cell, cell_solve, eval_names, folded, signed_strength  # noqa: F401  (eval_names: for cell methods)
 from .label_reference import label_reference
 from .merging import chosen_weight_space, merged_weight_space
 from .registry import METHODS, CellMethod, MethodFn, method, register_method  # noqa: F401  (re-exported)
@@ -35,20 +35,20 @@ def zero_shot(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, fl
 
 
 def closed_form(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
-    centre = settings.centres(cell.kind)
-    return folded(ws, cell, settings, [ws.operator(cell.target, s, t, centre) for s, t in zip(cell.sources, cell.tasks)])
+    solve = cell_solve(ws, cell, settings)
+    return folded(ws, cell, settings, [ws.operator(cell.target, s, t, **solve) for s, t in zip(cell.sources, cell.tasks)])
 
 
 def random_utd(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
     terms = enumerate(zip(cell.sources, cell.tasks))
-    centre = settings.centres(cell.kind)
-    return folded(ws, cell, settings, [ws.random_operator(cell.target, s, t, cell.seed + i, centre) for i, (s, t) in terms])
+    solve = cell_solve(ws, cell, settings)
+    return folded(ws, cell, settings, [ws.random_operator(cell.target, s, t, cell.seed + i, **solve) for i, (s, t) in terms])
 
 
 def single(term: int) -> MethodFn:
-    """One term of an addition cell alone (term 0: Single-A, 1: Single-B)."""
+    """One term of an addition cell alone (term 0: Single-A, 1: Single-B), solved as in the whole cell."""
     def fn(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
-        op = ws.operator(cell.target, cell.sources[term], cell.tasks[term], settings.centres(cell.kind))
+        op = ws.operator(cell.target, cell.sources[term], cell.tasks[term], **cell_solve(ws, cell, settings))
         return folded(ws, cell, settings, [op])
     return fn
 
@@ -56,8 +56,8 @@ def single(term: int) -> MethodFn:
 def oracle(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float] | None:
     if not all((cell.target, task) in ws.finetuned for task in cell.tasks):
         return None
-    centre = settings.centres(cell.kind)
-    return folded(ws, cell, settings, [ws.operator(cell.target, cell.target, task, centre) for task in cell.tasks])
+    solve = cell_solve(ws, cell, settings)
+    return folded(ws, cell, settings, [ws.operator(cell.target, cell.target, task, **solve) for task in cell.tasks])
 
 
 def lora(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
@@ -67,8 +67,10 @@ def lora(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
     terms = [sign * ws.descriptor(source, task) for source, task in zip(cell.sources, cell.tasks)]
     composition = sum(terms[1:], terms[0])
     config = LoraRouteConfig(**settings.lora, seed=settings.seed)
-    composition = composition.centred() if settings.centres(cell.kind) else composition
-    edit = fit_lora(ws.models[cell.target], composition, [ws.grid(t) for t in cell.tasks], config, progress=False)
+    solve = cell_solve(ws, cell, settings)
+    composition = composition.centred() if solve["centre"] else composition
+    edit = fit_lora(ws.models[cell.target], composition, [ws.grid(t) for t in cell.tasks], config, progress=False,
+                    anchors=[ws.grid(t) for t in solve["anchors"]])
     return ws.live_accuracies(cell.target, eval_names(ws, cell), edit.scaled(strength))
 
 

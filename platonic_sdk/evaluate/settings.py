@@ -18,7 +18,13 @@ MERGED = tuple(f"weight_space_{m}" for m in ("task_arithmetic", "ties", "dare", 
 DEFAULT_METHODS = CACHED + MERGED
 SWEEP_STRENGTHS = tuple(i / 4 for i in range(9))  # the strength sweep: 0, 0.25, ..., 2
 DEFAULT_CENTRE = ("negation",)  # kinds whose descriptors are row-centred by default (docs/method.md: measured on seeds 5-7)
-CENTRE_CHOICES = {"none": (), "addition": ("addition",), "negation": ("negation",), "all": KINDS}  # --centre: kinds centred
+DEFAULT_ANCHOR = ("negation",)  # kinds whose solves anchor the other attributes' probes by default (docs/method.md)
+KIND_CHOICES = {"none": (), "addition": ("addition",), "negation": ("negation",), "all": KINDS}  # --centre / --anchor values
+
+
+def _cell_kinds(_: Any, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
+    if not set(value) <= set(KINDS):
+        raise PlatonicError(f"{attribute.name} lists cell kinds ({', '.join(KINDS)}), got {', '.join(map(str, value))}")
 
 
 @attrs.frozen
@@ -26,26 +32,28 @@ class CellSettings:
     """Edit strengths (of addition cells, negation cells and weight-space task vectors) and the LoRA route's
     recipe: `lora` holds LoraRouteConfig fields that differ from its defaults (a world's tuned lr and
     epochs, the closed form's ridge_b); `seed` seeds the LoRA route and the OrthoReg study's fine-tunes;
-    `centre` lists the kinds whose descriptors are row-centred before the solve (UTD.centred)."""
+    `centre` lists the kinds whose descriptors are row-centred before the solve (UTD.centred); `anchor`
+    the kinds whose solves hold the probes of the transfer tasks that read other attributes in place
+    (Workspace.anchor_tasks; OperatorBank.operator's anchors)."""
 
     addition_strength: float = attrs.field(default=0.5, converter=check_strength)
     negation_strength: float = attrs.field(default=1.0, converter=check_strength)
     weight_space_strength: float = attrs.field(default=0.5, converter=check_strength)
     lora: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
     seed: int = 0
-    centre: tuple[str, ...] = attrs.field(default=DEFAULT_CENTRE, converter=tuple)
+    centre: tuple[str, ...] = attrs.field(default=DEFAULT_CENTRE, converter=tuple, validator=_cell_kinds)
+    anchor: tuple[str, ...] = attrs.field(default=DEFAULT_ANCHOR, converter=tuple, validator=_cell_kinds)
     alpha = renamed_attribute("addition_strength")  # deprecated names
     strength = renamed_attribute("negation_strength")
     weight_space_coef = renamed_attribute("weight_space_strength")
 
-    @centre.validator
-    def _kinds(self, _: Any, value: tuple[str, ...]) -> None:
-        if not set(value) <= set(KINDS):
-            raise PlatonicError(f"centre lists cell kinds ({', '.join(KINDS)}), got {', '.join(map(str, value))}")
-
     def centres(self, kind: str) -> bool:
         """Whether cells of `kind` transfer row-centred descriptors."""
         return kind in self.centre
+
+    def anchors(self, kind: str) -> bool:
+        """Whether the solves of cells of `kind` anchor the other attributes' probes."""
+        return kind in self.anchor
 
     def strength_of(self, kind: str) -> float:
         """The closed form's strength on cells of `kind` (addition or negation)."""

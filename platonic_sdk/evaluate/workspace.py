@@ -222,21 +222,30 @@ class Workspace:
                 self._descriptors[key] = UTD.from_features(unit_rows(state.raw_embeddings), f_ft, state.landmarks, grid, family=family)
         return self._descriptors[key]
 
-    def operator(self, target: str, source: str, task: str, centre: bool = False) -> Tensor:
-        """Operator on `target` of `source`'s descriptor of `task` (cached; `centre`: of the row-centred descriptor)."""
-        key = (target, source, task, bool(centre))
+    def anchor_tasks(self, tasks: Sequence[str]) -> tuple[str, ...]:
+        """The transfer tasks that share no class name with any of `tasks` (they read other attributes):
+        the probes an edit of `tasks` should leave in place. Controls and held-out tasks are never among them."""
+        names = {c for t in tasks for c in self._task(t).classnames}
+        return tuple(t for t in self.transfer_tasks if t not in tasks and not names & set(self._task(t).classnames))
+
+    def solve_operator(self, target: str, descriptor: UTD, centre: bool = False, anchors: Sequence[str] = ()) -> Tensor:
+        """Operator on `target` of any descriptor on a task grid (`centre`: row-centred; `anchors`: task
+        names whose probes are held in place, OperatorBank.operator)."""
+        bank = self.bank(target)
+        bank.add_grid(self.grid(descriptor.task))
+        return bank.operator(descriptor, centre, [self.grid(a) for a in anchors])
+
+    def operator(self, target: str, source: str, task: str, centre: bool = False, anchors: Sequence[str] = ()) -> Tensor:
+        """Operator on `target` of `source`'s descriptor of `task` (cached; `centre`, `anchors`: solve_operator)."""
+        key = (target, source, task, bool(centre), tuple(anchors))
         if key not in self._operators:
-            bank = self.bank(target)
-            bank.add_grid(self.grid(task))
-            self._operators[key] = bank.operator(self.descriptor(source, task), centre)
+            self._operators[key] = self.solve_operator(target, self.descriptor(source, task), centre, anchors)
         return self._operators[key]
 
-    def random_operator(self, target: str, source: str, task: str, seed: int, centre: bool = False) -> Tensor:
+    def random_operator(self, target: str, source: str, task: str, seed: int, centre: bool = False, anchors: Sequence[str] = ()) -> Tensor:
         """Random-UTD baseline: operator of a Gaussian descriptor with the source descriptor's norm
-        (`centre`: the Gaussian descriptor is row-centred as the transferred one is)."""
-        bank = self.bank(target)
-        bank.add_grid(self.grid(task))
-        return bank.operator(self.descriptor(source, task).random_like(seed), centre)
+        (`centre`: the Gaussian descriptor is row-centred as the transferred one is; `anchors`: as its solve)."""
+        return self.solve_operator(target, self.descriptor(source, task).random_like(seed), centre, anchors)
 
     def finetuned_accuracy(self, family: str, task: str) -> float | None:
         """Test accuracy of the family's own fine-tune on `task` (the normaliser); None when unavailable."""

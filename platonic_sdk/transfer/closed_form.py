@@ -3,6 +3,9 @@
 For a target with site rows F = S / ||z|| (S = z for projections, [u; 1] for residual heads) and
 landmarks G, the operator of a descriptor U is A = X*(U)^T with
 X* = (F^T F + mu_a I)^{-1} F^T U G (G^T G + mu_b I)^{-1}; a composition realises as sum_l c_l A(U_l).
+Anchors (grids whose probes must not move) join a term's solve as extra rows F_o with a zero target:
+X* = argmin ||F X G^T - U||^2 + sum_o ||F_o X G^T||^2 + the ridges on [F; F_o], the same solve on the
+stacked rows with U padded by zeros.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from ..errors import GridMismatchError
 from ..features import landmarks, site_features
 from ..linalg import RIDGE_A, RIDGE_B, RidgeSolver, edited_embeddings, ridge_solver, unit_rows
 from ..protocol import DualEncoder
-from ..tasks import Grid
+from ..tasks import Grid, check_anchors
 from .saved_bank import SavedBank
 
 
@@ -69,6 +72,7 @@ class OperatorBank:
         self.site_kind = site.kind
         self.binding = Target.of_encoder(target, site.tensors())  # edits bind to the target's base weights
         self._grids: dict[str, GridState] = {}
+        self._anchored: dict[tuple[str, tuple[str, ...]], tuple[RidgeSolver, int]] = {}
 
     def add_grid(self, grid: Grid) -> GridState:
         """Encode the grid's probes and prompts on the target once and factorise its solve."""
@@ -92,40 +96,64 @@ class OperatorBank:
     def grids(self) -> dict[str, GridState]:
         return dict(self._grids)
 
-    def operator(self, descriptor: UTD | Composition, centre: bool = False) -> Tensor:
+    def anchored_solve(self, grid_id: str, anchors: Sequence[Grid] = ()) -> tuple[RidgeSolver, int]:
+        """The solve of grid `grid_id` with the anchors' probes stacked under its own (cached), and the
+        number of anchor rows: a descriptor U solves as [U; 0] (see the module docstring). No anchors:
+        the grid's own solve and 0."""
+        own = self.state(grid_id)
+        ids = tuple(dict.fromkeys(a.identity for a in anchors))
+        if not ids:
+            return own.solve, 0
+        key = (grid_id, ids)
+        if key not in self._anchored:
+            rows = [self.add_grid(a).solve_rows for a in {a.identity: a for a in anchors}.values()]
+            F = torch.cat([own.solve_rows.to(self.target.device), *(r.to(self.target.device) for r in rows)])
+            self._anchored[key] = (ridge_solver(F, own.landmarks.to(F.device), self.ridge_a, self.ridge_b, method="gram"),
+                                   F.shape[0] - own.solve_rows.shape[0])
+        return self._anchored[key]
+
+    def operator(self, descriptor: UTD | Composition, centre: bool = False, anchors: Sequence[Grid] = ()) -> Tensor:
         """A = sum_l c_l X*(U_l)^T: one solve per grid, since the solve is linear in U.
 
-        `centre` solves for the row-centred descriptors (UTD.centred) instead of the raw ones."""
+        `centre` solves for the row-centred descriptors (UTD.centred) instead of the raw ones; `anchors`
+        are grids whose probes must not move (each probe a zero-target row in every term's solve)."""
         composition = Composition.of(descriptor)
         composition = composition.centred() if centre else composition
+        check_anchors(composition.by_grid(), anchors)
         total: Tensor | None = None
         for grid_id, (_, target) in composition.by_grid().items():
-            A = self.state(grid_id).solve(target).cpu()
+            solve, extra = self.anchored_solve(grid_id, anchors)
+            A = solve(torch.cat([target, target.new_zeros(extra, target.shape[1])])).cpu()
             total = A if total is None else total + A
         if total is None:
             raise GridMismatchError("an empty composition has no operator")
         return total
 
-    def operators(self, descriptors: Sequence[UTD], centre: bool = False) -> Tensor:
+    def operators(self, descriptors: Sequence[UTD], centre: bool = False, anchors: Sequence[Grid] = ()) -> Tensor:
         """Operators of many descriptors (B x d x q, input order): one stacked solve per grid
-        (`centre`: of their row-centred versions)."""
+        (`centre`: of their row-centred versions; `anchors`: as in `operator`)."""
         if not descriptors:
             raise GridMismatchError("no descriptors to solve")
         descriptors = [d.centred() for d in descriptors] if centre else descriptors
         by_grid: dict[str, list[int]] = {}
         for i, utd in enumerate(descriptors):
             by_grid.setdefault(utd.grid_id, []).append(i)
+        check_anchors(by_grid, anchors)
         out: Tensor | None = None
         for grid_id, ids in by_grid.items():
-            ops = self.state(grid_id).solve.many(torch.stack([descriptors[i].matrix for i in ids])).cpu()
+            solve, extra = self.anchored_solve(grid_id, anchors)
+            stack = torch.stack([descriptors[i].matrix for i in ids])
+            ops = solve.many(torch.cat([stack, stack.new_zeros(len(ids), extra, stack.shape[2])], dim=1)).cpu()
             if out is None:
                 out = torch.empty(len(descriptors), *ops.shape[1:], dtype=ops.dtype)
             out[ids] = ops
         return out
 
     @renamed_keywords(alpha="strength")
-    def edit(self, descriptor: UTD | Composition, strength: float = 0.5, centre: bool = False, **meta: Any) -> OperatorEdit:
-        """A deployable edit folding `descriptor`'s operator at `strength` (`centre`: of its row-centred terms)."""
+    def edit(self, descriptor: UTD | Composition, strength: float = 0.5, centre: bool = False, anchors: Sequence[Grid] = (),
+             **meta: Any) -> OperatorEdit:
+        """A deployable edit folding `descriptor`'s operator at `strength` (`centre`: of its row-centred terms;
+        `anchors`: grids whose probes must not move)."""
         composition = Composition.of(descriptor)
         info = {
             "target_family": self.target.family,
@@ -133,10 +161,11 @@ class OperatorBank:
             "ridge_a": self.ridge_a,
             "ridge_b": self.ridge_b,
             "centred": bool(centre),
+            "anchors": [{"task": a.task, "grid_id": a.identity} for a in anchors],
             "terms": [{"task": t.utd.task, "grid_id": t.utd.grid_id, "coef": t.coef, "provenance": t.utd.provenance} for t in composition],
             **meta,
         }
-        return OperatorEdit(self.operator(composition, centre), strength, self.site_kind, info, self.binding)
+        return OperatorEdit(self.operator(composition, centre, anchors), strength, self.site_kind, info, self.binding)
 
     @renamed_keywords(alpha="strength")
     def objective(self, composition: Composition, A: Tensor, strength: float) -> float:
@@ -159,3 +188,4 @@ class OperatorBank:
     def load(path: str | os.PathLike) -> SavedBank:
         """A bank file written by `save`: its operators by label, and `edit(terms, strength)` over them."""
         return SavedBank.load(path)
+

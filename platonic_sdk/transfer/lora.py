@@ -31,7 +31,7 @@ from ..features import encode_items, landmarks
 from ..linalg import relative_ridge
 from ..protocol import DualEncoder
 from ..items import join
-from ..tasks import Grid
+from ..tasks import Grid, check_anchors
 from ..training.loop import non_negative, positive, seeded, total_steps, train
 from ..training.lora_layers import ADAPTER, inject_lora
 from ..training.orthoreg import OrthoReg, lora_updates
@@ -69,20 +69,28 @@ class _GridTarget:
 
 
 def _grid_targets(
-    target: DualEncoder, composition: Composition, grids: Sequence[Grid], batch_size: int, ridge_b: float
+    target: DualEncoder, composition: Composition, grids: Sequence[Grid], batch_size: int, ridge_b: float,
+    anchors: Sequence[Grid] = (),
 ) -> list[_GridTarget]:
+    """The objective's grids: each term's with its summed target c U, then each anchor's with target 0."""
     by_id = {g.identity: g for g in grids}
-    out = []
-    for grid_id, (task, U) in composition.by_grid().items():
+    terms = composition.by_grid()
+    check_anchors(terms, anchors)
+    chosen = []
+    for grid_id, (task, U) in terms.items():
         if grid_id not in by_id:
             raise GridMismatchError(f"no grid given for the {task!r} term (grid {grid_id}); pass the task's Grid")
         grid = by_id[grid_id]
         if grid.shape != tuple(U.shape):
             raise ShapeError(f"grid {grid_id} is {grid.shape}, but its descriptor is {tuple(U.shape)}")
+        chosen.append((grid, U.float()))
+    chosen += [(a, torch.zeros(a.shape)) for a in {a.identity: a for a in anchors}.values()]
+    out = []
+    for grid, U in chosen:
         G = landmarks(target, grid.prompts)
         with autocast(target.device):  # the precision of training, so that step 0 changes nothing
             f_pre = encode_items(target, grid.items, batch_size)
-        out.append(_GridTarget(grid, G.clone(), f_pre.float().clone(), U.float(), float(relative_ridge(G, ridge_b))))
+        out.append(_GridTarget(grid, G.clone(), f_pre.float().clone(), U, float(relative_ridge(G, ridge_b))))
     return out
 
 
@@ -105,11 +113,15 @@ def fit_lora(
     grids: Sequence[Grid],
     config: LoraRouteConfig | None = None,
     progress: bool = True,
+    anchors: Sequence[Grid] = (),
 ) -> LoraEdit:
-    """Fit LoRA on a copy of `target`'s media tower to realise `descriptor` (all terms jointly); `target` is untouched."""
+    """Fit LoRA on a copy of `target`'s media tower to realise `descriptor` (all terms jointly); `target` is untouched.
+
+    `anchors` are grids whose probes must not move: they join the objective with a zero target, each
+    probe measured on its own grid's prompts (plus the landmark ridge), as a term's probe is."""
     config = config or LoraRouteConfig()
     composition = Composition.of(descriptor)
-    parts = _grid_targets(target, composition, grids, config.batch_size, config.ridge_b)
+    parts = _grid_targets(target, composition, grids, config.batch_size, config.ridge_b, anchors)
     pool = [(k, i) for k, part in enumerate(parts) for i in range(part.grid.shape[0])]
     model = copy.deepcopy(target)
     model.eval()
@@ -153,6 +165,7 @@ def fit_lora(
         "target_checkpoint": target.checkpoint,
         "media_prefix": media_prefix(target),
         "terms": [{"task": t.utd.task, "grid_id": t.utd.grid_id, "coef": t.coef, "provenance": t.utd.provenance} for t in composition],
+        "anchors": [{"task": a.task, "grid_id": a.identity} for a in anchors],
         "steps": steps,
         **config.describe(),
     }
