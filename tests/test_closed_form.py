@@ -10,7 +10,7 @@ import torch
 import platonic_sdk as ps
 from platonic_sdk.errors import NonFiniteError, PlatonicError, ShapeError
 from platonic_sdk.features import landmarks, site_features
-from platonic_sdk.linalg import edited_embeddings, first_order_change, ridge_operator, ridge_solver, unit_rows
+from platonic_sdk.linalg import anchored_solver, edited_embeddings, first_order_change, ridge_operator, ridge_solver, unit_rows
 
 CLASSES = ("red circle", "green square", "blue triangle", "yellow digit")
 
@@ -165,25 +165,26 @@ def test_centred_operator_is_the_solve_of_the_centred_descriptor(setup):
 
 
 def test_anchored_operator_minimises_the_anchored_objective(setup):
-    """Anchors are zero-target rows: X* minimises ||F X G^T - U||^2 + ||F_o X G^T||^2 + the ridges on [F; F_o]."""
+    """X* minimises the plain objective plus, per anchor, ||F_o X G_o^T||^2 + mu_b,o ||F_o X||^2: its gradient vanishes."""
     encoder, grid, bank, state, utd = setup
     anchor = _task(ps.family(encoder.family).modality, "held", seed=7).grid(per_class=3, seed=0)
     A = bank.operator(utd, anchors=[anchor])
-    F, Fo = state.solve_rows.double(), bank.add_grid(anchor).solve_rows.double()
-    G, U = state.landmarks.double(), utd.matrix.double()
-    Fs = torch.cat([F, Fo])
-    mu_a = 1e-2 * torch.linalg.svdvals(Fs).square().mean()
+    held = bank.add_grid(anchor)
+    F, G, U = state.solve_rows.double(), state.landmarks.double(), utd.matrix.double()
+    Fo, Go = held.solve_rows.double(), held.landmarks.double()
+    mu_a = 1e-2 * torch.linalg.svdvals(F).square().mean()
     mu_b = 1e-3 * torch.linalg.svdvals(G).square().mean()
-    X = ridge_solver(Fs, G, 1e-2, 1e-3)(torch.cat([U, U.new_zeros(Fo.shape[0], U.shape[1])])).T  # float64 throughout
-    grad = (F.T @ (F @ X @ G.T - U) @ G + Fo.T @ (Fo @ X @ G.T) @ G + mu_b * Fs.T @ Fs @ X
-            + mu_a * X @ G.T @ G + mu_a * mu_b * X)
-    assert float(grad.norm() / (F.T @ U @ G).norm()) < 1e-6
+    mu_o = 1e-3 * torch.linalg.svdvals(Go).square().mean()
+    X = anchored_solver(F, G, [(Fo, Go)], 1e-2, 1e-3)(U).T  # float64 throughout
+    grad = (F.T @ (F @ X @ G.T - U) @ G + mu_b * F.T @ F @ X + mu_a * X @ G.T @ G + mu_a * mu_b * X
+            + Fo.T @ Fo @ X @ Go.T @ Go + mu_o * Fo.T @ Fo @ X)
+    assert float(grad.norm() / (F.T @ U @ G).norm()) < 1e-5
     torch.testing.assert_close(A, X.T.to(A.dtype), rtol=1e-4, atol=1e-6)
-    # the anchors' affinity change with the task's prompts shrinks; no anchors is the plain solve
+    # the anchors' own readout moves less; no anchors is the plain solve
     plain = bank.operator(utd)
-    assert float((Fo @ A.double().T @ G.T).norm()) < float((Fo @ plain.double().T @ G.T).norm())
+    assert float((Fo @ A.double().T @ Go.T).norm()) < float((Fo @ plain.double().T @ Go.T).norm())
     torch.testing.assert_close(bank.operator(utd, anchors=()), plain, rtol=0, atol=0)
-    torch.testing.assert_close(bank.operators([utd, utd.random_like(3)], anchors=[anchor])[0], A, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(bank.operators([utd, utd.random_like(3)], anchors=[anchor])[0], A, rtol=1e-4, atol=1e-5 * float(A.abs().max()))
     edit = bank.edit(utd, 0.5, anchors=[anchor])
     assert edit.meta["anchors"] == [{"task": "held", "grid_id": anchor.identity}] and bank.edit(utd).meta["anchors"] == []
     with pytest.raises(ps.GridMismatchError, match="both a term and an anchor"):

@@ -14,6 +14,7 @@ import torch
 
 import platonic_sdk as ps
 from platonic_sdk.descriptor import UTD
+from platonic_sdk.edits.edit import OperatorEdit
 from platonic_sdk.evaluate import accuracy
 from platonic_sdk.evaluate.cells import CellSettings, addition_cells, negation_cells, relation
 from platonic_sdk.evaluate.experiment import run_experiment
@@ -141,6 +142,19 @@ def test_negation_cells_anchor_the_tasks_that_read_other_attributes(ws, models, 
             folded = {n: accuracy(target, tasks[n]) for n in names}
         assert results[-1] == pytest.approx(folded, abs=1e-6)
     assert results[0] != results[1]  # the anchors change the edit
+    # an anchored addition: each term's solve holds the other attributes' probes, the other term's among them
+    cell = next(c for c in addition_cells(ws) if c.target == "siglip" and set(c.tasks) == {"amber_shapes", "small_shapes"})
+    record = evaluate_cell(ws, cell, CellSettings(addition_strength=0.7, anchor=("addition",)), ["closed_form"])
+    A = 0
+    for source, task in zip(cell.sources, cell.tasks):
+        grid = tasks[task].grid(ws.per_class, ws.grid_seed)
+        bank.add_grid(grid)
+        held = [tasks[t].grid(ws.per_class, ws.grid_seed) for t in TASKS if t != task]
+        A = A + bank.operator(UTD.compute(models[source], ws.finetuned[(source, task)], grid), anchors=held)
+    names = [*cell.tasks, CONTROL]
+    with OperatorEdit(A, 0.7, bank.site_kind, {}, bank.binding).applied_to(target):
+        folded = {n: accuracy(target, tasks[n]) for n in names}
+    assert record["results"]["closed_form"] == pytest.approx(folded, abs=1e-6)
     with pytest.raises(ps.PlatonicError, match="anchor lists cell kinds"):
         CellSettings(anchor=("deletion",))
 

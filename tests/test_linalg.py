@@ -6,6 +6,7 @@ import torch
 
 from platonic_sdk.errors import NonFiniteError, ShapeError
 from platonic_sdk.linalg import (
+    anchored_solver,
     descriptor_cosine,
     edited_embeddings,
     first_order_change,
@@ -18,13 +19,18 @@ from platonic_sdk.linalg import (
 )
 
 
-def _brute_force_X(F, G, U, mu_a, mu_b):
-    """Minimise ||F X G^T - U||^2 + mu_b||F X||^2 + mu_a||X G^T||^2 + mu_a mu_b||X||^2 by lstsq on vec(X)."""
+def _brute_force_X(F, G, U, mu_a, mu_b, anchors=()):
+    """Minimise ||F X G^T - U||^2 + mu_b||F X||^2 + mu_a||X G^T||^2 + mu_a mu_b||X||^2 by lstsq on vec(X);
+    each anchor (F_o, G_o, mu_o) adds ||F_o X G_o^T||^2 + mu_o ||F_o X||^2."""
     F, G, U = (np.asarray(t, dtype=np.float64) for t in (F, G, U))
     q, d = F.shape[1], G.shape[1]
     # vec is column-major: vec(F X G^T) = (G kron F) vec(X)
     rows = [np.kron(G, F), np.sqrt(mu_b) * np.kron(np.eye(d), F), np.sqrt(mu_a) * np.kron(G, np.eye(q)), np.sqrt(mu_a * mu_b) * np.eye(q * d)]
-    rhs = np.concatenate([U.reshape(-1, order="F"), np.zeros(F.shape[0] * d + q * G.shape[0] + q * d)])
+    for Fo, Go, mu_o in anchors:
+        Fo, Go = np.asarray(Fo, dtype=np.float64), np.asarray(Go, dtype=np.float64)
+        rows += [np.kron(Go, Fo), np.sqrt(mu_o) * np.kron(np.eye(d), Fo)]
+    rhs = np.zeros(sum(r.shape[0] for r in rows))
+    rhs[: U.size] = U.reshape(-1, order="F")
     x, *_ = np.linalg.lstsq(np.concatenate(rows), rhs, rcond=None)
     return x.reshape(q, d, order="F")
 
@@ -44,6 +50,23 @@ def test_ridge_operator_matches_brute_force(P, M, q, d, ridge_a, ridge_b):
     X = _brute_force_X(F, G, U, ridge_a * _mean_sq_sv(F), ridge_b * _mean_sq_sv(G))
     np.testing.assert_allclose(A.T.numpy(), X, rtol=1e-6, atol=1e-9 * np.abs(X).max())
     assert A.shape == (d, q)
+
+
+@pytest.mark.parametrize("P,M,q,d", [(12, 4, 6, 6), (5, 8, 10, 6)])
+def test_anchored_solver_matches_brute_force(P, M, q, d):
+    gen = torch.Generator().manual_seed(P * 10 + q)
+    F, G, U = (torch.randn(*shape, generator=gen, dtype=torch.float64) for shape in ((P, q), (M, d), (P, M)))
+    anchors = [(torch.randn(7, q, generator=gen, dtype=torch.float64), torch.randn(3, d, generator=gen, dtype=torch.float64)),
+               (torch.randn(4, q, generator=gen, dtype=torch.float64), torch.randn(5, d, generator=gen, dtype=torch.float64))]
+    solve = anchored_solver(F, G, anchors, 0.1, 0.05)
+    X = _brute_force_X(F, G, U, 0.1 * _mean_sq_sv(F), 0.05 * _mean_sq_sv(G), [(Fo, Go, 0.05 * _mean_sq_sv(Go)) for Fo, Go in anchors])
+    np.testing.assert_allclose(solve(U).T.numpy(), X, rtol=1e-5, atol=1e-7 * np.abs(X).max())
+    stacked = solve.many(torch.stack([U, 2 * U]))
+    np.testing.assert_allclose(stacked[1].numpy(), 2 * stacked[0].numpy(), rtol=1e-6, atol=1e-9)  # linear in U
+    plain = ridge_operator(F, G, U, 0.1, 0.05)
+    np.testing.assert_allclose(anchored_solver(F, G, [], 0.1, 0.05)(U).numpy(), plain.numpy(), rtol=1e-10, atol=1e-12)
+    with pytest.raises(ShapeError, match="other widths"):
+        anchored_solver(F, G, [(torch.randn(3, q + 1, dtype=torch.float64), anchors[0][1])])
 
 
 def test_ridge_operator_is_linear_and_keeps_dtype():

@@ -39,9 +39,9 @@ def probe_labels(ws: Workspace, task: str) -> torch.Tensor:
 
 def label_reference(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
     """The closed form fed label descriptors, each norm-matched to the term's transferred descriptor."""
-    solve = cell_solve(ws, cell, settings)
     ops = []
     for source, task in zip(cell.sources, cell.tasks):
+        solve = cell_solve(ws, cell, settings, task)
         transferred = ws.descriptor(source, task)
         transferred = transferred.centred() if solve["centre"] else transferred
         reference = label_descriptor(ws.grid(task), probe_labels(ws, task), len(ws.grid(task).prompts), float(transferred.matrix.norm()))

@@ -35,20 +35,20 @@ def zero_shot(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, fl
 
 
 def closed_form(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
-    solve = cell_solve(ws, cell, settings)
-    return folded(ws, cell, settings, [ws.operator(cell.target, s, t, **solve) for s, t in zip(cell.sources, cell.tasks)])
+    return folded(ws, cell, settings, [ws.operator(cell.target, s, t, **cell_solve(ws, cell, settings, t))
+                                       for s, t in zip(cell.sources, cell.tasks)])
 
 
 def random_utd(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
     terms = enumerate(zip(cell.sources, cell.tasks))
-    solve = cell_solve(ws, cell, settings)
-    return folded(ws, cell, settings, [ws.random_operator(cell.target, s, t, cell.seed + i, **solve) for i, (s, t) in terms])
+    return folded(ws, cell, settings, [ws.random_operator(cell.target, s, t, cell.seed + i, **cell_solve(ws, cell, settings, t))
+                                       for i, (s, t) in terms])
 
 
 def single(term: int) -> MethodFn:
     """One term of an addition cell alone (term 0: Single-A, 1: Single-B), solved as in the whole cell."""
     def fn(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
-        op = ws.operator(cell.target, cell.sources[term], cell.tasks[term], **cell_solve(ws, cell, settings))
+        op = ws.operator(cell.target, cell.sources[term], cell.tasks[term], **cell_solve(ws, cell, settings, cell.tasks[term]))
         return folded(ws, cell, settings, [op])
     return fn
 
@@ -56,21 +56,22 @@ def single(term: int) -> MethodFn:
 def oracle(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float] | None:
     if not all((cell.target, task) in ws.finetuned for task in cell.tasks):
         return None
-    solve = cell_solve(ws, cell, settings)
-    return folded(ws, cell, settings, [ws.operator(cell.target, cell.target, task, **solve) for task in cell.tasks])
+    return folded(ws, cell, settings, [ws.operator(cell.target, cell.target, t, **cell_solve(ws, cell, settings, t)) for t in cell.tasks])
 
 
 def lora(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
     """Fit sign * sum_l UTD_l with the LoRA route (recipe: LoraRouteConfig(**settings.lora)) on the cell's
-    grids, then re-encode the target with the fitted edit at the cell's strength, as the closed form folds it."""
+    grids (anchoring, when the kind anchors, the transfer tasks that read other attributes than every cell
+    task: the joint fit already holds each term's own probes), then re-encode the target with the fitted
+    edit at the cell's strength, as the closed form folds it."""
     sign, strength = signed_strength(cell, settings)
     terms = [sign * ws.descriptor(source, task) for source, task in zip(cell.sources, cell.tasks)]
     composition = sum(terms[1:], terms[0])
     config = LoraRouteConfig(**settings.lora, seed=settings.seed)
-    solve = cell_solve(ws, cell, settings)
-    composition = composition.centred() if solve["centre"] else composition
+    composition = composition.centred() if settings.centres(cell.kind) else composition
+    anchors = ws.anchor_tasks(cell.tasks) if settings.anchors(cell.kind) else ()
     edit = fit_lora(ws.models[cell.target], composition, [ws.grid(t) for t in cell.tasks], config, progress=False,
-                    anchors=[ws.grid(t) for t in solve["anchors"]])
+                    anchors=[ws.grid(t) for t in anchors])
     return ws.live_accuracies(cell.target, eval_names(ws, cell), edit.scaled(strength))
 
 

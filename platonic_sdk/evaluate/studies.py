@@ -30,8 +30,8 @@ def cell_operator(ws: Workspace, cell: Cell, centre: Sequence[str] = DEFAULT_CEN
     when the cell's kind is in `centre`, the other attributes' probes anchored when in `anchor`) and its
     evaluation sets."""
     sign = 1.0 if cell.kind == "addition" else -1.0
-    solve = solve_options(ws, cell.kind, cell.tasks, centre, anchor)
-    A = sign * sum(ws.operator(cell.target, s, t, **solve) for s, t in zip(cell.sources, cell.tasks))
+    A = sign * sum(ws.operator(cell.target, s, t, **solve_options(ws, cell.kind, t, centre, anchor))
+                   for s, t in zip(cell.sources, cell.tasks))
     names = list(cell.tasks) + [c for c in ws.controls if c not in cell.tasks]
     return A, names
 
@@ -84,19 +84,19 @@ def accumulation(
     anchors: bool = False,
 ) -> list[dict[str, Any]]:
     """Compose the first J tasks (J = 1..len) on `target`, each from a cross-family source (rotating);
-    `anchors`: each solve holds the probes of the transfer tasks that read other attributes than all of them.
+    `anchors`: each task's solve holds the probes of the transfer tasks that read other attributes.
 
     Two schedules: "fixed" folds the sum at `strength`; "divided" at strength / J. Reports the mean accuracy
     and mean normalised accuracy (accuracy / the target's own fine-tuned accuracy) over the J tasks.
     """
     tasks = list(tasks)[:max_tasks]
-    held = ws.anchor_tasks(tasks) if anchors else ()
     ops = []
     for i, task in enumerate(tasks):
         sources = cross_sources(ws, target, task)
         if not sources:
             raise PlatonicError(f"no cross-family descriptor of {task!r} for target {target!r}")
-        ops.append((sources[i % len(sources)], ws.operator(target, sources[i % len(sources)], task, centre, held)))
+        source = sources[i % len(sources)]
+        ops.append((source, ws.operator(target, source, task, centre, ws.anchor_tasks([task]) if anchors else ())))
     records = []
     for J in range(1, len(tasks) + 1):
         A = sum(op for _, op in ops[:J])
@@ -122,16 +122,15 @@ def accumulation(
 def held_out(ws: Workspace, target: str, related: Sequence[str], held_out_task: str, strength: float = 0.5,
              centre: bool = False, anchors: bool = False) -> list[dict[str, Any]]:
     """Sum the operators of `related` tasks (every cross-family source assignment) and evaluate on a
-    task whose items and class names never entered a fit (`anchors`: the solves hold the other attributes'
-    probes, Workspace.anchor_tasks of `related`)."""
+    task whose items and class names never entered a fit (`anchors`: each related task's solve holds the
+    probes of the transfer tasks that read other attributes, Workspace.anchor_tasks)."""
     if held_out_task in related:
         raise PlatonicError(f"held-out task {held_out_task!r} is one of the composed tasks")
     names = [held_out_task] + [c for c in ws.controls if c != held_out_task]
     zero = ws.accuracies(target, names)
-    held = ws.anchor_tasks(related) if anchors else ()
     records = []
     for sources in itertools.product(*(cross_sources(ws, target, t) for t in related)):
-        A = sum(ws.operator(target, s, t, centre, held) for s, t in zip(sources, related))
+        A = sum(ws.operator(target, s, t, centre, ws.anchor_tasks([t]) if anchors else ()) for s, t in zip(sources, related))
         records.append({
             "target": target, "sources": list(sources), "related": list(related), "held_out": held_out_task,
             "strength": strength, "zero_shot": zero, "closed_form": ws.accuracies(target, names, A, strength),

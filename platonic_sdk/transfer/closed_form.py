@@ -3,9 +3,9 @@
 For a target with site rows F = S / ||z|| (S = z for projections, [u; 1] for residual heads) and
 landmarks G, the operator of a descriptor U is A = X*(U)^T with
 X* = (F^T F + mu_a I)^{-1} F^T U G (G^T G + mu_b I)^{-1}; a composition realises as sum_l c_l A(U_l).
-Anchors (grids whose probes must not move) join a term's solve as extra rows F_o with a zero target:
-X* = argmin ||F X G^T - U||^2 + sum_o ||F_o X G^T||^2 + the ridges on [F; F_o], the same solve on the
-stacked rows with U padded by zeros.
+Anchors (grids whose probes must not move) add sum_o ||F_o X G_o^T||^2 + mu_b,o ||F_o X||^2 to a term's
+objective: each anchor probe pays its affinity change with its own grid's prompts, as in the LoRA route
+(linalg.AnchoredSolver).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ..descriptor import UTD, Composition
 from ..edits.edit import OperatorEdit
 from ..errors import GridMismatchError
 from ..features import landmarks, site_features
-from ..linalg import RIDGE_A, RIDGE_B, RidgeSolver, edited_embeddings, ridge_solver, unit_rows
+from ..linalg import RIDGE_A, RIDGE_B, AnchoredSolver, RidgeSolver, anchored_solver, edited_embeddings, ridge_solver, unit_rows
 from ..protocol import DualEncoder
 from ..tasks import Grid, check_anchors
 from .saved_bank import SavedBank
@@ -72,7 +72,7 @@ class OperatorBank:
         self.site_kind = site.kind
         self.binding = Target.of_encoder(target, site.tensors())  # edits bind to the target's base weights
         self._grids: dict[str, GridState] = {}
-        self._anchored: dict[tuple[str, tuple[str, ...]], tuple[RidgeSolver, int]] = {}
+        self._anchored: dict[tuple[str, tuple[str, ...]], AnchoredSolver] = {}
 
     def add_grid(self, grid: Grid) -> GridState:
         """Encode the grid's probes and prompts on the target once and factorise its solve."""
@@ -96,34 +96,32 @@ class OperatorBank:
     def grids(self) -> dict[str, GridState]:
         return dict(self._grids)
 
-    def anchored_solve(self, grid_id: str, anchors: Sequence[Grid] = ()) -> tuple[RidgeSolver, int]:
-        """The solve of grid `grid_id` with the anchors' probes stacked under its own (cached), and the
-        number of anchor rows: a descriptor U solves as [U; 0] (see the module docstring). No anchors:
-        the grid's own solve and 0."""
+    def anchored_solve(self, grid_id: str, anchors: Sequence[Grid] = ()) -> RidgeSolver | AnchoredSolver:
+        """The solve of grid `grid_id` holding the anchors' probes (cached); no anchors: the grid's own solve."""
         own = self.state(grid_id)
-        ids = tuple(dict.fromkeys(a.identity for a in anchors))
-        if not ids:
-            return own.solve, 0
-        key = (grid_id, ids)
+        unique = {a.identity: a for a in anchors}
+        if not unique:
+            return own.solve
+        key = (grid_id, tuple(unique))
         if key not in self._anchored:
-            rows = [self.add_grid(a).solve_rows for a in {a.identity: a for a in anchors}.values()]
-            F = torch.cat([own.solve_rows.to(self.target.device), *(r.to(self.target.device) for r in rows)])
-            self._anchored[key] = (ridge_solver(F, own.landmarks.to(F.device), self.ridge_a, self.ridge_b, method="gram"),
-                                   F.shape[0] - own.solve_rows.shape[0])
+            held = [self.add_grid(a) for a in unique.values()]
+            device = self.target.device
+            self._anchored[key] = anchored_solver(own.solve_rows.to(device), own.landmarks.to(device),
+                                                  [(h.solve_rows.to(device), h.landmarks.to(device)) for h in held],
+                                                  self.ridge_a, self.ridge_b)
         return self._anchored[key]
 
     def operator(self, descriptor: UTD | Composition, centre: bool = False, anchors: Sequence[Grid] = ()) -> Tensor:
         """A = sum_l c_l X*(U_l)^T: one solve per grid, since the solve is linear in U.
 
         `centre` solves for the row-centred descriptors (UTD.centred) instead of the raw ones; `anchors`
-        are grids whose probes must not move (each probe a zero-target row in every term's solve)."""
+        are grids whose probes must not move (their own readout's change is penalised, see the module docstring)."""
         composition = Composition.of(descriptor)
         composition = composition.centred() if centre else composition
         check_anchors(composition.by_grid(), anchors)
         total: Tensor | None = None
         for grid_id, (_, target) in composition.by_grid().items():
-            solve, extra = self.anchored_solve(grid_id, anchors)
-            A = solve(torch.cat([target, target.new_zeros(extra, target.shape[1])])).cpu()
+            A = self.anchored_solve(grid_id, anchors)(target).cpu()
             total = A if total is None else total + A
         if total is None:
             raise GridMismatchError("an empty composition has no operator")
@@ -141,9 +139,7 @@ class OperatorBank:
         check_anchors(by_grid, anchors)
         out: Tensor | None = None
         for grid_id, ids in by_grid.items():
-            solve, extra = self.anchored_solve(grid_id, anchors)
-            stack = torch.stack([descriptors[i].matrix for i in ids])
-            ops = solve.many(torch.cat([stack, stack.new_zeros(len(ids), extra, stack.shape[2])], dim=1)).cpu()
+            ops = self.anchored_solve(grid_id, anchors).many(torch.stack([descriptors[i].matrix for i in ids])).cpu()
             if out is None:
                 out = torch.empty(len(descriptors), *ops.shape[1:], dtype=ops.dtype)
             out[ids] = ops
