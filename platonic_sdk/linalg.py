@@ -185,6 +185,8 @@ class AnchoredSolver:
 
     left: Tensor  # F^T F + mu_a I (q x q)
     right: Tensor  # G^T G + mu_b I (d x d)
+    left_inv: Tensor
+    right_inv: Tensor
     F: Tensor
     G: Tensor
     anchors: tuple[tuple[Tensor, Tensor], ...]  # (F_o^T F_o, G_o^T G_o + mu_b,o I)
@@ -205,7 +207,7 @@ class AnchoredSolver:
         if descriptors.ndim != 3 or descriptors.shape[1:] != (P, M) or descriptors.shape[0] == 0:
             raise ShapeError(f"descriptors have shape {tuple(descriptors.shape)}, but the grid is {P} probes x {M} prompts")
         check_finite(descriptors, "descriptor")
-        left_inv, right_inv = _spd_inverse(self.left), _spd_inverse(self.right)
+        left_inv, right_inv = self.left_inv, self.right_inv
         B = self.F.T @ descriptors.to(device=self.F.device, dtype=torch.float64) @ self.G  # F^T U G, B x q x d
         scale = B.flatten(1).norm(dim=1).clamp_min(1e-300)
         X = left_inv @ B @ right_inv  # the plain solve: the exact answer without anchors
@@ -247,8 +249,9 @@ def anchored_solver(F: Tensor, G: Tensor, anchors: Sequence[tuple[Tensor, Tensor
     pairs = tuple((Fo.double().to(F.device).T @ Fo.double().to(F.device),
                    Go.double().to(F.device).T @ Go.double().to(F.device) + relative_ridge(Go, ridge_b).to(F.device) * eye_d)
                   for Fo, Go in anchors)
-    return AnchoredSolver(F64.T @ F64 + relative_ridge(F, ridge_a).to(F.device) * eye_q,
-                          G64.T @ G64 + relative_ridge(G, ridge_b).to(F.device) * eye_d, F64, G64, pairs, F.dtype)
+    left = F64.T @ F64 + relative_ridge(F, ridge_a).to(F.device) * eye_q
+    right = G64.T @ G64 + relative_ridge(G, ridge_b).to(F.device) * eye_d
+    return AnchoredSolver(left, right, _spd_inverse(left), _spd_inverse(right), F64, G64, pairs, F.dtype)
 
 
 def ridge_operator(F: Tensor, G: Tensor, U: Tensor, ridge_a: float = RIDGE_A, ridge_b: float = RIDGE_B) -> Tensor:
