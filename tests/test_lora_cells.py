@@ -36,7 +36,9 @@ def test_negation_cell_fits_the_negated_descriptor_and_deploys_at_the_cell_stren
     settings = CellSettings(addition_strength=0.9, negation_strength=0.5, lora=RECIPE)
     got = lora(ws, cell, settings)
     negated = (-ws.descriptor(cell.sources[0], cell.tasks[0])).centred()  # negation centres by default
-    edit = fit_lora(ws.models["clip"], negated, [ws.grid(cell.tasks[0])], CONFIG, progress=False)
+    held = ws.anchor_tasks(cell.tasks)  # and anchors the tasks that read other attributes
+    assert held and cell.tasks[0] not in held
+    edit = fit_lora(ws.models["clip"], negated, [ws.grid(cell.tasks[0])], CONFIG, progress=False, anchors=[ws.grid(t) for t in held])
     assert got == ws.live_accuracies("clip", [*cell.tasks, *ws.controls], edit.scaled(0.5))
 
 
