@@ -5,14 +5,12 @@ Nothing here knows about models, files or families; every function takes and ret
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import attrs
 import torch
 from torch import Tensor
 
 from .deprecation import renamed_keywords
-from .errors import PlatonicError, ShapeError, check_finite
+from .errors import ShapeError, check_finite
 
 __all__ = [
     "utd",
@@ -165,93 +163,71 @@ def ridge_solver(F: Tensor, G: Tensor, ridge_a: float = RIDGE_A, ridge_b: float 
     return RidgeSolver(ridge_pinv(F, ridge_a, method), ridge_pinv(G.to(F.device), ridge_b, method), F.dtype)
 
 
-def _spd_inverse(m: Tensor) -> Tensor:
-    """Inverse of a symmetric positive semi-definite matrix through its eigendecomposition (null space: 0)."""
+def _inverse_sqrt(m: Tensor) -> Tensor:
+    """m^{-1/2} of a symmetric positive semi-definite matrix (its null space maps to 0)."""
     values, vectors = torch.linalg.eigh(m)
     keep = values > values.max().clamp_min(0) * 1e-12
-    return (vectors[:, keep] / values[keep]) @ vectors[:, keep].T
+    return (vectors[:, keep] / values[keep].sqrt()) @ vectors[:, keep].T
 
 
 @attrs.frozen(eq=False)
 class AnchoredSolver:
-    """The two-sided ridge solve of (F, G) with anchors (F_o, G_o) whose probes must not move:
+    """The two-sided ridge solve of (F, G) holding anchor probes F_o on the anchors' landmarks G_o:
 
     X* = argmin ||F X G^T - U||^2 + mu_b ||F X||^2 + mu_a ||X G^T||^2 + mu_a mu_b ||X||^2
-                + sum_o (||F_o X G_o^T||^2 + mu_b,o ||F_o X||^2),
-    i.e. (F^T F + mu_a I) X (G^T G + mu_b I) + sum_o F_o^T F_o X (G_o^T G_o + mu_b,o I) = F^T U G: each anchor
-    probe pays its affinity change with its own grid's prompts (plus that grid's landmark ridge). Solved
-    in float64 by conjugate gradients preconditioned with the plain solve, to a relative residual `tol`.
+                + ||F_o X G_o^T||^2 + mu_o ||F_o X||^2,
+    F_o the anchors' probe rows stacked, G_o their landmarks stacked, mu_o = ridge_b * mean(sigma(G_o)^2).
+    Normal equation: L X R + a X b = F^T U G with L = F^T F + mu_a I, R = G^T G + mu_b I, a = F_o^T F_o,
+    b = G_o^T G_o + mu_o I. With X = L^{-1/2} Y R^{-1/2} it reads Y + a~ Y b~ = L^{-1/2} F^T U G R^{-1/2};
+    in the eigenbases of a~ = P diag(l) P^T and b~ = Q diag(s) Q^T it is diagonal: (P^T Y Q)_ij (1 + l_i s_j)
+    = (P^T C~ Q)_ij. Exact, in float64, two eigendecompositions per (grid, anchors).
     """
 
-    left: Tensor  # F^T F + mu_a I (q x q)
-    right: Tensor  # G^T G + mu_b I (d x d)
-    left_inv: Tensor
-    right_inv: Tensor
     F: Tensor
     G: Tensor
-    anchors: tuple[tuple[Tensor, Tensor], ...]  # (F_o^T F_o, G_o^T G_o + mu_b,o I)
+    left: Tensor  # P^T L^{-1/2}  (q x q)
+    right: Tensor  # R^{-1/2} Q  (d x d)
+    gain: Tensor  # 1 / (1 + l_i s_j)  (q x d)
     dtype: torch.dtype
-    tol: float = 1e-9
-    max_iter: int = 5000
 
     @property
     def grid_shape(self) -> tuple[int, int]:
         return self.F.shape[0], self.G.shape[0]
 
-    def _apply(self, X: Tensor) -> Tensor:
-        return self.left @ X @ self.right + sum(a @ X @ b for a, b in self.anchors)
-
     def many(self, descriptors: Tensor) -> Tensor:
-        """Operators (B x d x q) of a stack of descriptors (B x P x M), solved together."""
+        """Operators (B x d x q) of a stack of descriptors (B x P x M)."""
         P, M = self.grid_shape
         if descriptors.ndim != 3 or descriptors.shape[1:] != (P, M) or descriptors.shape[0] == 0:
             raise ShapeError(f"descriptors have shape {tuple(descriptors.shape)}, but the grid is {P} probes x {M} prompts")
         check_finite(descriptors, "descriptor")
-        left_inv, right_inv = self.left_inv, self.right_inv
-        B = self.F.T @ descriptors.to(device=self.F.device, dtype=torch.float64) @ self.G  # F^T U G, B x q x d
-        scale = B.flatten(1).norm(dim=1).clamp_min(1e-300)
-        X = left_inv @ B @ right_inv  # the plain solve: the exact answer without anchors
-        R = B - self._apply(X)
-        Z = left_inv @ R @ right_inv
-        D, rz = Z.clone(), (R * Z).sum((1, 2))
-        for _ in range(self.max_iter):
-            if bool((R.flatten(1).norm(dim=1) <= self.tol * scale).all()):
-                return X.transpose(1, 2).to(self.dtype)
-            LD = self._apply(D)
-            step = rz / (D * LD).sum((1, 2)).clamp_min(1e-300)
-            X = X + step[:, None, None] * D
-            R = R - step[:, None, None] * LD
-            Z = left_inv @ R @ right_inv
-            rz_next = (R * Z).sum((1, 2))
-            D = Z + (rz_next / rz.clamp_min(1e-300))[:, None, None] * D
-            rz = rz_next
-        worst = float((R.flatten(1).norm(dim=1) / scale).max())
-        raise PlatonicError(f"the anchored solve did not converge in {self.max_iter} iterations (relative residual {worst:.2e}); "
-                         "raise ridge_a or ridge_b, or anchor fewer grids")
+        C = self.F.T @ descriptors.to(device=self.F.device, dtype=torch.float64) @ self.G  # F^T U G, B x q x d
+        X = self.left.T @ ((self.left @ C @ self.right) * self.gain) @ self.right.T
+        return X.transpose(1, 2).to(self.dtype)
 
     def __call__(self, U: Tensor) -> Tensor:
         """The operator A = X*(U)^T (d x q) of one descriptor U (P x M)."""
         return self.many(U[None])[0]
 
 
-def anchored_solver(F: Tensor, G: Tensor, anchors: Sequence[tuple[Tensor, Tensor]], ridge_a: float = RIDGE_A,
+def anchored_solver(F: Tensor, G: Tensor, F_o: Tensor, G_o: Tensor, ridge_a: float = RIDGE_A,
                     ridge_b: float = RIDGE_B) -> AnchoredSolver:
-    """The solve of (F, G) with anchors (F_o, G_o), each ridge relative as in ridge_solver (AnchoredSolver)."""
-    for name, m in (("F", F), ("G", G), *((f"anchor {i}", a) for i, pair in enumerate(anchors) for a in pair)):
-        if m.ndim != 2:
-            raise ShapeError(f"{name} must be a matrix, got shape {tuple(m.shape)}")
+    """Factorise the solve of (F, G) with anchor rows F_o held on landmarks G_o (AnchoredSolver), ridges
+    relative as in ridge_solver."""
+    for name, m in (("F", F), ("G", G), ("anchor rows", F_o), ("anchor landmarks", G_o)):
+        if m.ndim != 2 or 0 in m.shape:
+            raise ShapeError(f"{name} must be a non-empty matrix, got shape {tuple(m.shape)}")
         check_finite(m, name)
-    bad = [i for i, (Fo, Go) in enumerate(anchors) if Fo.shape[1] != F.shape[1] or Go.shape[1] != G.shape[1]]
-    if bad:
-        raise ShapeError(f"anchors {bad} have other widths than F ({F.shape[1]}) and G ({G.shape[1]})")
-    F64, G64 = F.double(), G.double().to(F.device)
-    eye_q, eye_d = torch.eye(F.shape[1], dtype=torch.float64, device=F.device), torch.eye(G.shape[1], dtype=torch.float64, device=F.device)
-    pairs = tuple((Fo.double().to(F.device).T @ Fo.double().to(F.device),
-                   Go.double().to(F.device).T @ Go.double().to(F.device) + relative_ridge(Go, ridge_b).to(F.device) * eye_d)
-                  for Fo, Go in anchors)
-    left = F64.T @ F64 + relative_ridge(F, ridge_a).to(F.device) * eye_q
-    right = G64.T @ G64 + relative_ridge(G, ridge_b).to(F.device) * eye_d
-    return AnchoredSolver(left, right, _spd_inverse(left), _spd_inverse(right), F64, G64, pairs, F.dtype)
+    if F_o.shape[1] != F.shape[1] or G_o.shape[1] != G.shape[1]:
+        raise ShapeError(f"anchors have widths {F_o.shape[1]} and {G_o.shape[1]}, F and G {F.shape[1]} and {G.shape[1]}")
+    F64, G64, Fo, Go = (m.to(device=F.device, dtype=torch.float64) for m in (F, G, F_o, G_o))
+    eye_q = torch.eye(F.shape[1], dtype=torch.float64, device=F.device)
+    eye_d = torch.eye(G.shape[1], dtype=torch.float64, device=F.device)
+    L_isqrt = _inverse_sqrt(F64.T @ F64 + relative_ridge(F64, ridge_a) * eye_q)
+    R_isqrt = _inverse_sqrt(G64.T @ G64 + relative_ridge(G64, ridge_b) * eye_d)
+    l, P = torch.linalg.eigh(L_isqrt @ (Fo.T @ Fo) @ L_isqrt)
+    s, Q = torch.linalg.eigh(R_isqrt @ (Go.T @ Go + relative_ridge(Go, ridge_b) * eye_d) @ R_isqrt)
+    gain = 1.0 / (1.0 + l.clamp_min(0)[:, None] * s.clamp_min(0)[None, :])
+    return AnchoredSolver(F64, G64, P.T @ L_isqrt, R_isqrt @ Q, gain, F.dtype)
 
 
 def ridge_operator(F: Tensor, G: Tensor, U: Tensor, ridge_a: float = RIDGE_A, ridge_b: float = RIDGE_B) -> Tensor:

@@ -127,7 +127,7 @@ def test_negation_cells_anchor_the_tasks_that_read_other_attributes(ws, models, 
     """By default a negation's solve holds the probes of the transfer tasks with other class names in place."""
     assert ws.anchor_tasks(["amber_shapes"]) == ("small_shapes", "fine_patterns")  # colours vs shapes vs patterns
     assert ws.anchor_tasks(["amber_shapes", "small_shapes"]) == ("fine_patterns",)
-    cell = next(c for c in negation_cells(ws) if c.target == "siglip" and c.tasks == ("amber_shapes",))
+    cell = next(c for c in negation_cells(ws) if c.target == "siglip" and c.sources == ("clip_b",) and c.tasks == ("amber_shapes",))
     target = models["siglip"]
     bank = ps.OperatorBank(target, ws.ridge_a, ws.ridge_b)
     grid = tasks["amber_shapes"].grid(ws.per_class, ws.grid_seed)

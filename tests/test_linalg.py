@@ -21,7 +21,7 @@ from platonic_sdk.linalg import (
 
 def _brute_force_X(F, G, U, mu_a, mu_b, anchors=()):
     """Minimise ||F X G^T - U||^2 + mu_b||F X||^2 + mu_a||X G^T||^2 + mu_a mu_b||X||^2 by lstsq on vec(X);
-    each anchor (F_o, G_o, mu_o) adds ||F_o X G_o^T||^2 + mu_o ||F_o X||^2."""
+    an anchor (F_o, G_o, mu_o) adds ||F_o X G_o^T||^2 + mu_o ||F_o X||^2."""
     F, G, U = (np.asarray(t, dtype=np.float64) for t in (F, G, U))
     q, d = F.shape[1], G.shape[1]
     # vec is column-major: vec(F X G^T) = (G kron F) vec(X)
@@ -56,17 +56,17 @@ def test_ridge_operator_matches_brute_force(P, M, q, d, ridge_a, ridge_b):
 def test_anchored_solver_matches_brute_force(P, M, q, d):
     gen = torch.Generator().manual_seed(P * 10 + q)
     F, G, U = (torch.randn(*shape, generator=gen, dtype=torch.float64) for shape in ((P, q), (M, d), (P, M)))
-    anchors = [(torch.randn(7, q, generator=gen, dtype=torch.float64), torch.randn(3, d, generator=gen, dtype=torch.float64)),
-               (torch.randn(4, q, generator=gen, dtype=torch.float64), torch.randn(5, d, generator=gen, dtype=torch.float64))]
-    solve = anchored_solver(F, G, anchors, 0.1, 0.05)
-    X = _brute_force_X(F, G, U, 0.1 * _mean_sq_sv(F), 0.05 * _mean_sq_sv(G), [(Fo, Go, 0.05 * _mean_sq_sv(Go)) for Fo, Go in anchors])
-    np.testing.assert_allclose(solve(U).T.numpy(), X, rtol=1e-5, atol=1e-7 * np.abs(X).max())
+    Fo, Go = torch.randn(11, q, generator=gen, dtype=torch.float64), torch.randn(8, d, generator=gen, dtype=torch.float64)
+    solve = anchored_solver(F, G, Fo, Go, 0.1, 0.05)
+    X = _brute_force_X(F, G, U, 0.1 * _mean_sq_sv(F), 0.05 * _mean_sq_sv(G), [(Fo, Go, 0.05 * _mean_sq_sv(Go))])
+    np.testing.assert_allclose(solve(U).T.numpy(), X, rtol=1e-6, atol=1e-9 * np.abs(X).max())
     stacked = solve.many(torch.stack([U, 2 * U]))
-    np.testing.assert_allclose(stacked[1].numpy(), 2 * stacked[0].numpy(), rtol=1e-6, atol=1e-9)  # linear in U
-    plain = ridge_operator(F, G, U, 0.1, 0.05)
-    np.testing.assert_allclose(anchored_solver(F, G, [], 0.1, 0.05)(U).numpy(), plain.numpy(), rtol=1e-10, atol=1e-12)
-    with pytest.raises(ShapeError, match="other widths"):
-        anchored_solver(F, G, [(torch.randn(3, q + 1, dtype=torch.float64), anchors[0][1])])
+    np.testing.assert_allclose(stacked[1].numpy(), 2 * stacked[0].numpy(), rtol=1e-9, atol=1e-12)  # linear in U
+    # an anchor with no weight is the plain solve
+    none = anchored_solver(F, G, 0 * Fo, Go, 0.1, 0.05)(U)
+    np.testing.assert_allclose(none.numpy(), ridge_operator(F, G, U, 0.1, 0.05).numpy(), rtol=1e-8, atol=1e-12)
+    with pytest.raises(ShapeError, match="anchors have widths"):
+        anchored_solver(F, G, torch.randn(3, q + 1, dtype=torch.float64), Go)
 
 
 def test_ridge_operator_is_linear_and_keeps_dtype():

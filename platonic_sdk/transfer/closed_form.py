@@ -3,9 +3,9 @@
 For a target with site rows F = S / ||z|| (S = z for projections, [u; 1] for residual heads) and
 landmarks G, the operator of a descriptor U is A = X*(U)^T with
 X* = (F^T F + mu_a I)^{-1} F^T U G (G^T G + mu_b I)^{-1}; a composition realises as sum_l c_l A(U_l).
-Anchors (grids whose probes must not move) add sum_o ||F_o X G_o^T||^2 + mu_b,o ||F_o X||^2 to a term's
-objective: each anchor probe pays its affinity change with its own grid's prompts, as in the LoRA route
-(linalg.AnchoredSolver).
+Anchors (grids whose probes must not move) add ||F_o X G_o^T||^2 + mu_o ||F_o X||^2 to a term's objective,
+F_o the anchors' probe rows and G_o their landmarks, each stacked: every anchor probe pays its affinity
+change with the anchors' prompts, as in the LoRA route. The solve stays exact (linalg.AnchoredSolver).
 """
 
 from __future__ import annotations
@@ -107,15 +107,15 @@ class OperatorBank:
             held = [self.add_grid(a) for a in unique.values()]
             device = self.target.device
             self._anchored[key] = anchored_solver(own.solve_rows.to(device), own.landmarks.to(device),
-                                                  [(h.solve_rows.to(device), h.landmarks.to(device)) for h in held],
-                                                  self.ridge_a, self.ridge_b)
+                                                  torch.cat([h.solve_rows.to(device) for h in held]),
+                                                  torch.cat([h.landmarks.to(device) for h in held]), self.ridge_a, self.ridge_b)
         return self._anchored[key]
 
     def operator(self, descriptor: UTD | Composition, centre: bool = False, anchors: Sequence[Grid] = ()) -> Tensor:
         """A = sum_l c_l X*(U_l)^T: one solve per grid, since the solve is linear in U.
 
         `centre` solves for the row-centred descriptors (UTD.centred) instead of the raw ones; `anchors`
-        are grids whose probes must not move (their own readout's change is penalised, see the module docstring)."""
+        are grids whose probes must not move (their readout on the anchors' prompts is held, see the module docstring)."""
         composition = Composition.of(descriptor)
         composition = composition.centred() if centre else composition
         check_anchors(composition.by_grid(), anchors)

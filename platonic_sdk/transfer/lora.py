@@ -72,7 +72,8 @@ def _grid_targets(
     target: DualEncoder, composition: Composition, grids: Sequence[Grid], batch_size: int, ridge_b: float,
     anchors: Sequence[Grid] = (),
 ) -> list[_GridTarget]:
-    """The objective's grids: each term's with its summed target c U, then each anchor's with target 0."""
+    """The objective's grids: each term's with its summed target c U, then each anchor's with target 0 on
+    every anchor's prompts (the closed form's anchor term)."""
     by_id = {g.identity: g for g in grids}
     terms = composition.by_grid()
     check_anchors(terms, anchors)
@@ -84,10 +85,12 @@ def _grid_targets(
         if grid.shape != tuple(U.shape):
             raise ShapeError(f"grid {grid_id} is {grid.shape}, but its descriptor is {tuple(U.shape)}")
         chosen.append((grid, U.float()))
-    chosen += [(a, torch.zeros(a.shape)) for a in {a.identity: a for a in anchors}.values()]
+    held = list({a.identity: a for a in anchors}.values())
+    G_held = torch.cat([landmarks(target, a.prompts) for a in held]) if held else None  # every anchor's prompts
     out = []
-    for grid, U in chosen:
-        G = landmarks(target, grid.prompts)
+    for grid, U in chosen + [(a, None) for a in held]:
+        G = landmarks(target, grid.prompts) if U is not None else G_held
+        U = U if U is not None else torch.zeros(grid.shape[0], G.shape[0])
         with autocast(target.device):  # the precision of training, so that step 0 changes nothing
             f_pre = encode_items(target, grid.items, batch_size)
         out.append(_GridTarget(grid, G.clone(), f_pre.float().clone(), U, float(relative_ridge(G, ridge_b))))
@@ -117,8 +120,8 @@ def fit_lora(
 ) -> LoraEdit:
     """Fit LoRA on a copy of `target`'s media tower to realise `descriptor` (all terms jointly); `target` is untouched.
 
-    `anchors` are grids whose probes must not move: they join the objective with a zero target, each
-    probe measured on its own grid's prompts (plus the landmark ridge), as a term's probe is."""
+    `anchors` are grids whose probes must not move: they join the objective with a zero target on the
+    prompts of every anchor (plus the landmark ridge), as the closed form's anchors do."""
     config = config or LoraRouteConfig()
     composition = Composition.of(descriptor)
     parts = _grid_targets(target, composition, grids, config.batch_size, config.ridge_b, anchors)
