@@ -226,5 +226,6 @@ def test_anchored_probes_move_less_and_the_term_still_fits(target, fitted):
     goal = utd.matrix
     assert float((_achieved(target, anchored, grid) - goal).square().mean()) < float(goal.square().mean())
     assert anchored.meta["anchors"] == [{"task": "held", "grid_id": anchor.identity}] and edit.meta["anchors"] == []
+    assert anchored.meta["steps"] == edit.meta["steps"]  # anchors join the batches, the fit is no longer
     with pytest.raises(GridMismatchError, match="both a term and an anchor"):
         fit_lora(target, utd, [grid], FAST, progress=False, anchors=[grid])

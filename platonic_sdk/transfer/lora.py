@@ -121,7 +121,8 @@ def fit_lora(
     """Fit LoRA on a copy of `target`'s media tower to realise `descriptor` (all terms jointly); `target` is untouched.
 
     `anchors` are grids whose probes must not move: they join the objective with a zero target on the
-    prompts of every anchor (plus the landmark ridge), as the closed form's anchors do."""
+    prompts of every anchor (plus the landmark ridge), as the closed form's anchors do. They join the
+    batches without lengthening the fit: its steps are counted over the terms' probes."""
     config = config or LoraRouteConfig()
     composition = Composition.of(descriptor)
     parts = _grid_targets(target, composition, grids, config.batch_size, config.ridge_b, anchors)
@@ -132,7 +133,9 @@ def fit_lora(
     device = model.device
     tower = model.media_encoder
     on_device = [attrs.evolve(p, G=p.G.to(device), f_pre=p.f_pre.to(device), target=p.target.to(device)) for p in parts]
-    steps = total_steps(len(pool), config.batch_size, config.epochs, config.max_steps)
+    # an epoch is a pass over the terms' probes: anchors join the batches without lengthening the fit
+    term_probes = sum(part.grid.shape[0] for part in parts[: len(parts) - len({a.identity for a in anchors})])
+    steps = total_steps(term_probes, config.batch_size, config.epochs, config.max_steps)
 
     inputs = _preprocessed_pool(model, join([part.grid.items for part in parts]), config.batch_size)
 
