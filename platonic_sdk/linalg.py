@@ -97,6 +97,13 @@ def ridge_pinv(m: Tensor, relative: float, method: str = "svd") -> RidgePinv:
     return RidgePinv(vh.T * shrink, u)
 
 
+def _check_stack(descriptors: Tensor, P: int, M: int) -> None:
+    """Refuse a descriptor stack that is not a non-empty, finite B x P x M tensor."""
+    if descriptors.ndim != 3 or descriptors.shape[1:] != (P, M) or descriptors.shape[0] == 0:
+        raise ShapeError(f"descriptors have shape {tuple(descriptors.shape)}, but the grid is {P} probes x {M} prompts")
+    check_finite(descriptors, "descriptor")
+
+
 @attrs.frozen(eq=False)
 class RidgeSolver:
     """The factored two-sided ridge solve of one (F, G): U -> A = X*(U)^T, for one descriptor or a stack.
@@ -126,9 +133,7 @@ class RidgeSolver:
     def many(self, descriptors: Tensor) -> Tensor:
         """Operators (B x d x q) of a stack of B descriptors (B x P x M): one GEMM plus batched products."""
         P, M = self.grid_shape
-        if descriptors.ndim != 3 or descriptors.shape[1:] != (P, M) or descriptors.shape[0] == 0:
-            raise ShapeError(f"descriptors have shape {tuple(descriptors.shape)}, but the grid is {P} probes x {M} prompts")
-        check_finite(descriptors, "descriptor")
+        _check_stack(descriptors, P, M)
         B = descriptors.shape[0]
         U = descriptors.to(device=self.device, dtype=torch.float64)
         stacked = U.transpose(0, 1).reshape(P, B * M)  # [U_1 ... U_B]
@@ -197,9 +202,7 @@ class AnchoredSolver:
     def many(self, descriptors: Tensor) -> Tensor:
         """Operators (B x d x q) of a stack of descriptors (B x P x M)."""
         P, M = self.grid_shape
-        if descriptors.ndim != 3 or descriptors.shape[1:] != (P, M) or descriptors.shape[0] == 0:
-            raise ShapeError(f"descriptors have shape {tuple(descriptors.shape)}, but the grid is {P} probes x {M} prompts")
-        check_finite(descriptors, "descriptor")
+        _check_stack(descriptors, P, M)
         C = self.F.T @ descriptors.to(device=self.F.device, dtype=torch.float64) @ self.G  # F^T U G, B x q x d
         X = self.left.T @ ((self.left @ C @ self.right) * self.gain) @ self.right.T
         return X.transpose(1, 2).to(self.dtype)

@@ -230,9 +230,11 @@ class Grid:
         return cls(name + ":" + "+".join(f"{g.task}@{g.identity[:8]}" for g in grids), ids, prompts, join([g.items for g in grids]))
 
 
-def check_anchors(term_grids: Collection[str], anchors: Sequence[Grid]) -> None:
-    """Refuse an anchor grid that is also a term's grid (by identity): its probes cannot both move and stay."""
+def anchor_grids(term_grids: Collection[str], anchors: Sequence[Grid]) -> tuple[Grid, ...]:
+    """The distinct anchor grids (by identity, first occurrence kept), refusing one that is also a term's
+    grid: its probes cannot both move and stay."""
     both = [a.task for a in anchors if a.identity in term_grids]
     if both:
         raise GridMismatchError(f"{', '.join(map(repr, both))}: a grid cannot be both a term and an anchor "
                                 "(anchors are grids whose probes must not move)")
+    return tuple({a.identity: a for a in anchors}.values())

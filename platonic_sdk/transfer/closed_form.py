@@ -25,7 +25,7 @@ from ..errors import GridMismatchError
 from ..features import landmarks, site_features
 from ..linalg import RIDGE_A, RIDGE_B, AnchoredSolver, RidgeSolver, anchored_solver, edited_embeddings, ridge_solver, unit_rows
 from ..protocol import DualEncoder
-from ..tasks import Grid, check_anchors
+from ..tasks import Grid, anchor_grids
 from .saved_bank import SavedBank
 
 
@@ -96,15 +96,14 @@ class OperatorBank:
     def grids(self) -> dict[str, GridState]:
         return dict(self._grids)
 
-    def anchored_solve(self, grid_id: str, anchors: Sequence[Grid] = ()) -> RidgeSolver | AnchoredSolver:
-        """The solve of grid `grid_id` holding the anchors' probes (cached); no anchors: the grid's own solve."""
+    def _anchored_solve(self, grid_id: str, anchors: tuple[Grid, ...]) -> RidgeSolver | AnchoredSolver:
+        """The solve of grid `grid_id` holding the distinct `anchors`' probes (cached); none: the grid's own solve."""
         own = self.state(grid_id)
-        unique = {a.identity: a for a in anchors}
-        if not unique:
+        if not anchors:
             return own.solve
-        key = (grid_id, tuple(unique))
+        key = (grid_id, tuple(a.identity for a in anchors))
         if key not in self._anchored:
-            held = [self.add_grid(a) for a in unique.values()]
+            held = [self.add_grid(a) for a in anchors]
             device = self.target.device
             self._anchored[key] = anchored_solver(own.solve_rows.to(device), own.landmarks.to(device),
                                                   torch.cat([h.solve_rows.to(device) for h in held]),
@@ -118,10 +117,11 @@ class OperatorBank:
         are grids whose probes must not move (their readout on the anchors' prompts is held, see the module docstring)."""
         composition = Composition.of(descriptor)
         composition = composition.centred() if centre else composition
-        check_anchors(composition.by_grid(), anchors)
+        terms = composition.by_grid()
+        anchors = anchor_grids(terms, anchors)
         total: Tensor | None = None
-        for grid_id, (_, target) in composition.by_grid().items():
-            A = self.anchored_solve(grid_id, anchors)(target).cpu()
+        for grid_id, (_, target) in terms.items():
+            A = self._anchored_solve(grid_id, anchors)(target).cpu()
             total = A if total is None else total + A
         if total is None:
             raise GridMismatchError("an empty composition has no operator")
@@ -136,10 +136,10 @@ class OperatorBank:
         by_grid: dict[str, list[int]] = {}
         for i, utd in enumerate(descriptors):
             by_grid.setdefault(utd.grid_id, []).append(i)
-        check_anchors(by_grid, anchors)
+        anchors = anchor_grids(by_grid, anchors)
         out: Tensor | None = None
         for grid_id, ids in by_grid.items():
-            ops = self.anchored_solve(grid_id, anchors).many(torch.stack([descriptors[i].matrix for i in ids])).cpu()
+            ops = self._anchored_solve(grid_id, anchors).many(torch.stack([descriptors[i].matrix for i in ids])).cpu()
             if out is None:
                 out = torch.empty(len(descriptors), *ops.shape[1:], dtype=ops.dtype)
             out[ids] = ops
@@ -151,6 +151,7 @@ class OperatorBank:
         """A deployable edit folding `descriptor`'s operator at `strength` (`centre`: of its row-centred terms;
         `anchors`: grids whose probes must not move)."""
         composition = Composition.of(descriptor)
+        anchors = anchor_grids(composition.by_grid(), anchors)
         info = {
             "target_family": self.target.family,
             "target_checkpoint": self.target.checkpoint,
@@ -184,4 +185,3 @@ class OperatorBank:
     def load(path: str | os.PathLike) -> SavedBank:
         """A bank file written by `save`: its operators by label, and `edit(terms, strength)` over them."""
         return SavedBank.load(path)
-

@@ -31,7 +31,7 @@ from ..features import encode_items, landmarks
 from ..linalg import relative_ridge
 from ..protocol import DualEncoder
 from ..items import join
-from ..tasks import Grid, check_anchors
+from ..tasks import Grid, anchor_grids
 from ..training.loop import non_negative, positive, seeded, total_steps, train
 from ..training.lora_layers import ADAPTER, inject_lora
 from ..training.orthoreg import OrthoReg, lora_updates
@@ -68,32 +68,30 @@ class _GridTarget:
     mu_b: float
 
 
+def _grid_target(target: DualEncoder, grid: Grid, G: Tensor, U: Tensor, batch_size: int, ridge_b: float) -> _GridTarget:
+    with autocast(target.device):  # the precision of training, so that step 0 changes nothing
+        f_pre = encode_items(target, grid.items, batch_size)
+    return _GridTarget(grid, G.clone(), f_pre.float().clone(), U, float(relative_ridge(G, ridge_b)))
+
+
 def _grid_targets(
     target: DualEncoder, composition: Composition, grids: Sequence[Grid], batch_size: int, ridge_b: float,
-    anchors: Sequence[Grid] = (),
+    anchors: tuple[Grid, ...] = (),
 ) -> list[_GridTarget]:
-    """The objective's grids: each term's with its summed target c U, then each anchor's with target 0 on
-    every anchor's prompts (the closed form's anchor term)."""
+    """The objective's grids: each term's with its summed target c U, then each (distinct) anchor's with
+    target 0 on every anchor's prompts (the closed form's anchor term)."""
     by_id = {g.identity: g for g in grids}
-    terms = composition.by_grid()
-    check_anchors(terms, anchors)
-    chosen = []
-    for grid_id, (task, U) in terms.items():
+    out = []
+    for grid_id, (task, U) in composition.by_grid().items():
         if grid_id not in by_id:
             raise GridMismatchError(f"no grid given for the {task!r} term (grid {grid_id}); pass the task's Grid")
         grid = by_id[grid_id]
         if grid.shape != tuple(U.shape):
             raise ShapeError(f"grid {grid_id} is {grid.shape}, but its descriptor is {tuple(U.shape)}")
-        chosen.append((grid, U.float()))
-    held = list({a.identity: a for a in anchors}.values())
-    G_held = torch.cat([landmarks(target, a.prompts) for a in held]) if held else None  # every anchor's prompts
-    out = []
-    for grid, U in chosen + [(a, None) for a in held]:
-        G = landmarks(target, grid.prompts) if U is not None else G_held
-        U = U if U is not None else torch.zeros(grid.shape[0], G.shape[0])
-        with autocast(target.device):  # the precision of training, so that step 0 changes nothing
-            f_pre = encode_items(target, grid.items, batch_size)
-        out.append(_GridTarget(grid, G.clone(), f_pre.float().clone(), U, float(relative_ridge(G, ridge_b))))
+        out.append(_grid_target(target, grid, landmarks(target, grid.prompts), U.float(), batch_size, ridge_b))
+    if anchors:
+        G = torch.cat([landmarks(target, a.prompts) for a in anchors])  # every anchor's prompts
+        out += [_grid_target(target, a, G, torch.zeros(a.shape[0], G.shape[0]), batch_size, ridge_b) for a in anchors]
     return out
 
 
@@ -125,6 +123,7 @@ def fit_lora(
     batches without lengthening the fit: its steps are counted over the terms' probes."""
     config = config or LoraRouteConfig()
     composition = Composition.of(descriptor)
+    anchors = anchor_grids(composition.by_grid(), anchors)
     parts = _grid_targets(target, composition, grids, config.batch_size, config.ridge_b, anchors)
     pool = [(k, i) for k, part in enumerate(parts) for i in range(part.grid.shape[0])]
     model = copy.deepcopy(target)
@@ -134,7 +133,7 @@ def fit_lora(
     tower = model.media_encoder
     on_device = [attrs.evolve(p, G=p.G.to(device), f_pre=p.f_pre.to(device), target=p.target.to(device)) for p in parts]
     # an epoch is a pass over the terms' probes: anchors join the batches without lengthening the fit
-    term_probes = sum(part.grid.shape[0] for part in parts[: len(parts) - len({a.identity for a in anchors})])
+    term_probes = sum(part.grid.shape[0] for part in parts[: len(parts) - len(anchors)])
     steps = total_steps(term_probes, config.batch_size, config.epochs, config.max_steps)
 
     inputs = _preprocessed_pool(model, join([part.grid.items for part in parts]), config.batch_size)
