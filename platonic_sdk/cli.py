@@ -12,9 +12,7 @@ import argparse
 import contextlib
 import inspect
 import sys
-from typing import Any, Iterator, Sequence
-
-import torch
+from typing import Iterator, Sequence
 
 from . import commands
 from .cli_values import (
@@ -24,10 +22,9 @@ from .cli_values import (
 from .demo import demo_config
 from .errors import PlatonicError
 from .evaluate.settings import KIND_CHOICES, DEFAULT_METHODS, CellSettings, ExperimentConfig, default
-from .feature_store import caching
-from .linalg import RIDGE_A, RIDGE_B
+from .ridge import RIDGE_A, RIDGE_B
 from .version import __version__
-from .worlds.registry import world_names, world_spec
+from .worlds.registry import world_names
 
 
 class Parser(argparse.ArgumentParser):
@@ -35,29 +32,6 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-class Renamed(argparse.Action):
-    """The deprecated spelling of an option (kept for one release): warns on stderr, stores into the new option."""
-
-    def __init__(self, *args: Any, new: str, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.new = new
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
-        print(f"{parser.prog}: warning: {option_string} is deprecated and will be removed in the next release; use {self.new}", file=sys.stderr)
-        setattr(namespace, self.dest, values)
-
-
-def add_renamed(p: argparse.ArgumentParser, old: str, new: argparse.Action) -> None:
-    """Accept `old` (e.g. --alpha) as a hidden, deprecated spelling of the option `new`."""
-    p.add_argument(old, dest=new.dest, type=new.type, nargs=new.nargs, action=Renamed, new=new.option_strings[0],
-                   default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-
-
-def _renamed_keys(p: argparse.ArgumentParser) -> dict[str, Renamed]:
-    """Deprecated options by their config-file key (--sweep-alphas: sweep_alphas)."""
-    return {a.option_strings[0].lstrip("-").replace("-", "_"): a for a in p._actions if isinstance(a, Renamed)}
 
 
 def _common() -> Parser:
@@ -145,9 +119,8 @@ def _experiment_options(p: Parser) -> None:
                    help=f"registered world whose zoo runs without models in --config ({', '.join(world_names())}; image)")
     g.add_argument("--families", nargs="+", help="zoo (or --benchmark) families to include (default: all)")
     for side, lib in (("a", RIDGE_A), ("b", RIDGE_B)):
-        tuned = ", ".join(f"{n} {getattr(world_spec(n), f'ridge_{side}'):g}" for n in world_names())
         g.add_argument(f"--ridge-{side}", type=non_negative_float,
-                       help=f"ridge_{side}, relative (default: the world's: {tuned}; models from --config: {lib:g})")
+                       help=f"ridge_{side}, relative (default: the world's tuned value, which the report lists; models from --config: {lib:g})")
 
 
 def build_parser() -> Parser:
@@ -185,7 +158,7 @@ def build_parser() -> Parser:
     p.add_argument("--add", action="append", metavar="NAME", help="add a task: UTD file, or bank entry with --bank")
     p.add_argument("--negate", action="append", metavar="NAME", help="remove a task (coefficient -1)")
     p.add_argument("--term", action="append", metavar="NAME=COEF", help="a term with any coefficient")
-    add_renamed(p, "--alpha", p.add_argument("--strength", type=finite_float, default=0.5, help="strength folded into the model (0.5)"))
+    p.add_argument("--strength", type=finite_float, default=0.5, help="strength folded into the model (0.5)")
     p.add_argument("-o", "--output", type=output_file, metavar="FILE", help="where to write the edit (.safetensors)")
     p.add_argument("--save-model", type=output_dir, metavar="DIR", help="also save the edited checkpoint with the family's save "
                    "(with --bank: of the bank's target unless --family/--checkpoint say otherwise)")
@@ -216,17 +189,15 @@ def build_parser() -> Parser:
     p.add_argument("--methods", type=lambda v: v.split(","), metavar="M1,M2,...",
                    help=f"registered cell methods, e.g. closed_form,lora (zero_shot always; default: {','.join(DEFAULT_METHODS)})")
     p.add_argument("--method-cells", action="append", metavar="NAME=N", help="cap a method's cells per kind and group (N or all; lora: 8)")
-    for old, kind in (("alpha", "addition"), ("strength", "negation"), ("weight_space_coef", "weight_space")):
+    for kind in ("addition", "negation", "weight_space"):
         name = f"{kind}_strength"
         what = "strength of weight-space task vectors" if kind == "weight_space" else f"closed-form strength on {kind} cells"
-        add_renamed(p, f"--{old.replace('_', '-')}",
-                    p.add_argument(f"--{name.replace('_', '-')}", type=finite_float, help=f"{what} ({default(CellSettings, name)})"))
+        p.add_argument(f"--{name.replace('_', '-')}", type=finite_float, help=f"{what} ({default(CellSettings, name)})")
     _kind_options(p)
     p.add_argument("--lora-lr", type=positive_float, help="LoRA-route learning rate (default: the world's, else LoraRouteConfig's)")
     p.add_argument("--lora-epochs", type=positive_int, help="LoRA-route epochs (default: the world's, else LoraRouteConfig's)")
     p.add_argument("--lora-steps", type=positive_int, help="cap on LoRA-route steps (default: LoraRouteConfig's)")
-    add_renamed(p, "--sweep-alphas", p.add_argument("--sweep-strengths", nargs="+", type=finite_float,
-                                                    help="strengths of the sweep (default: 0 to 2 in steps of 0.25)"))
+    p.add_argument("--sweep-strengths", nargs="+", type=finite_float, help="strengths of the sweep (default: 0 to 2 in steps of 0.25)")
     p.add_argument("--sweep-cells", type=count, help=f"cells per kind in the strength sweep, evenly spaced ({default(ExperimentConfig, 'sweep_cells')}; 0: all)")
     p.add_argument("--held-out", nargs="+", metavar="TASK", help="related tasks then the held-out task (worlds: their trio)")
     p.add_argument("--no-similarity", action="store_true", help="skip the descriptor similarity study")
@@ -297,27 +268,17 @@ def apply_config(parser: Parser, argv: Sequence[str], args: argparse.Namespace) 
     strange = sorted(tables - set(_subparser_names(parser)))
     if strange:
         raise PlatonicError(f"config file {args.config}: unknown table(s) {strange}; tables are named after subcommands")
-    renamed = _renamed_keys(_subparser(parser, args.command))  # the command's deprecated keys (grid's strength is not edit's)
-
-    def key(k: str) -> str:
-        k = k.replace("-", "_")
-        if k in renamed:
-            print(f"platonic: warning: config key {k} is deprecated and will be removed in the next release; "
-                  f"use {renamed[k].new.lstrip('-').replace('-', '_')}", file=sys.stderr)
-            return renamed[k].dest
-        return k
-
+    key = lambda k: k.replace("-", "_")  # noqa: E731
     everywhere = {key(k): v for k, v in data.items() if k not in tables}
     section = {key(k): v for k, v in data.get(args.command, {}).items()}
     known = set(vars(args)) - {"func", "command", "config"}
     anywhere = {a.dest for p in _subparsers(parser).values() for a in p._actions} | {"models", "finetuned"}
-    anywhere |= {k for p in _subparsers(parser).values() for k in _renamed_keys(p)}
     unknown = sorted([k for k in section if k not in known] + [k for k in everywhere if k not in anywhere])
     if unknown:
         raise PlatonicError(f"config file {args.config}: unknown setting(s) for `{args.command}`: {', '.join(unknown)}")
     # top-level keys apply where the command has that option; the command's table always applies
     settings = {**{k: v for k, v in everywhere.items() if k in known}, **section}
-    actions = {a.dest: a for a in _subparser(parser, args.command)._actions if not isinstance(a, Renamed)}
+    actions = {a.dest: a for a in _subparser(parser, args.command)._actions}
     for k, v in settings.items():
         try:
             settings[k] = config_tables(k, v) if k not in actions else config_value(actions[k], v)
@@ -394,7 +355,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for plugin in args.plugin or ():
             load_plugin(plugin)
         if args.threads:
+            import torch
+
             torch.set_num_threads(args.threads)
+        from .feature_store import caching
 
         with ranks(args), contextlib.nullcontext() if args.no_cache else caching(args.cache_dir):
             return int(args.func(args) or 0)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 class PlatonicError(Exception):
@@ -49,6 +51,8 @@ class NotAffineError(PlatonicError, TypeError):
 
 def check_finite(x: torch.Tensor, what: str) -> None:
     """Raise NonFiniteError when x holds NaN or inf."""
+    import torch
+
     if not torch.isfinite(x).all():
         bad = int((~torch.isfinite(x)).sum())
         raise NonFiniteError(f"{what} contains {bad} NaN/inf value(s)")
@@ -70,6 +74,8 @@ class TargetMismatchError(PlatonicError, ValueError):
 
 def check_real(x: torch.Tensor, what: str) -> None:
     """Raise WrongTypeError unless x is a tensor of real floating-point numbers (not complex, bool or integer)."""
+    import torch
+
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         dtype = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
         raise WrongTypeError(f"{what} must hold real floating-point numbers, got {dtype}")

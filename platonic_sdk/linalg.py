@@ -9,8 +9,8 @@ import attrs
 import torch
 from torch import Tensor
 
-from .deprecation import renamed_keywords
 from .errors import ShapeError, check_finite
+from .ridge import RIDGE_A, RIDGE_B
 
 __all__ = [
     "utd",
@@ -28,10 +28,6 @@ __all__ = [
 ]
 
 
-# The paper's ridge factors, relative to mean sigma(F)^2 and mean sigma(G)^2 (METHOD sec. 4): every
-# library default reads these; the synthetic worlds declare their own (worlds/registry.py).
-RIDGE_A = 1e-2
-RIDGE_B = 1e-6
 
 def unit_rows(x: Tensor) -> Tensor:
     """Rows scaled to unit L2 norm: x_i / ||x_i||."""
@@ -268,7 +264,6 @@ def descriptor_cosine(a: Tensor, b: Tensor) -> float:
     return float(a64 @ b64 / denom) if denom > 0 else 0.0
 
 
-@renamed_keywords(alpha="strength")
 def edited_embeddings(S: Tensor, Z: Tensor, A: Tensor, strength: float) -> Tensor:
     """Exact raw embeddings after folding z -> z + c A s (c = `strength`) at the last affine site: Z + c S A^T."""
     if S.shape[0] != Z.shape[0] or A.shape != (Z.shape[1], S.shape[1]):

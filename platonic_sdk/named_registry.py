@@ -1,14 +1,17 @@
 """A registry of plug-ins by name (families, merge methods, cell methods, worlds, benchmarks).
 
 A name is taken once (registering it again is refused unless `replace=True`), and looking up a name
-that is not there raises an error that lists the names that are. Loading built-in plug-ins on first
-use stays with each registry's module, which knows where they live.
+that is not there raises an error that suggests the nearest name and lists the names that are. Built-in
+plug-ins are listed by name with the module that registers them, which is imported on first lookup
+(so listing names and refusing unknown ones import no plug-in's library).
 """
 
 from __future__ import annotations
 
+import difflib
+import importlib
 from collections.abc import Iterator, MutableMapping
-from typing import Collection, Generic, TypeVar
+from typing import Generic, Mapping, TypeVar
 
 import attrs
 
@@ -24,8 +27,9 @@ class NamedRegistry(MutableMapping[str, T], Generic[T]):
 
     `what` is the noun of the error messages ("merge method"); `listing` introduces the known names in
     them ("known", "registered"); `sort`: names in sorted order, else in registration order; `lazy`:
-    names of built-in plug-ins that register on first use, listed before they are loaded;
-    `replaceable`: the register function takes `replace=` (the duplicate error says so).
+    built-in plug-ins by name, each with the module that registers it on import (first lookup), listed
+    before they are loaded; `replaceable`: the register function takes `replace=` (the duplicate error
+    says so); `casefold`: a name matches whatever its case (`SigLIP` is `siglip`).
     """
 
     what: str
@@ -34,7 +38,8 @@ class NamedRegistry(MutableMapping[str, T], Generic[T]):
     missing_error: type[Exception] = PlatonicError
     taken_error: type[Exception] = PlatonicError
     replaceable: bool = True
-    lazy: Collection[str] = attrs.field(default=(), converter=tuple)
+    lazy: Mapping[str, str] = attrs.field(factory=dict, converter=dict)
+    casefold: bool = False
     entries: dict[str, T] = attrs.field(factory=dict)
 
     def register(self, name: str, value: T, *, replace: bool = False) -> T:
@@ -50,12 +55,32 @@ class NamedRegistry(MutableMapping[str, T], Generic[T]):
         names = list(dict.fromkeys([*self.entries, *self.lazy]))
         return sorted(names) if self.sort else names
 
+    def canonical(self, name: str) -> str | None:
+        """The known name that `name` spells (itself, or with `casefold` its case-insensitive match); None if unknown."""
+        known = self.names()
+        if name in known:
+            return name
+        if self.casefold:
+            return next((k for k in known if k.casefold() == name.casefold()), None)
+        return None
+
+    def check(self, name: str, *, note: str = "") -> str:
+        """The canonical spelling of `name` without loading it, or `missing_error` "unknown <what> 'name'
+        (did you mean 'x'?); <listing>: a, b<note>"."""
+        found = self.canonical(name)
+        if found is None:
+            known = self.names()
+            close = difflib.get_close_matches(name.casefold() if self.casefold else name, known, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise self.missing_error(f"unknown {self.what} {name!r}{hint}; {self.listing}: {', '.join(known)}{note}")
+        return found
+
     def lookup(self, name: str, *, note: str = "") -> T:
-        """The value of `name`, or `missing_error` "unknown <what> 'name'; <listing>: a, b<note>"."""
-        try:
-            return self.entries[name]
-        except KeyError:
-            raise self.missing_error(f"unknown {self.what} {name!r}; {self.listing}: {', '.join(self.names())}{note}") from None
+        """The value of `name` (its built-in module imported on first use), or `check`'s error."""
+        found = self.check(name, note=note)
+        if found not in self.entries and found in self.lazy:
+            importlib.import_module(self.lazy[found])
+        return self.entries[found]
 
     def __getitem__(self, name: str) -> T:
         return self.entries[name]

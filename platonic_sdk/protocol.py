@@ -17,7 +17,6 @@ import torch
 from torch import Tensor, nn
 
 from . import stack
-from .deprecation import renamed_keywords
 from .errors import CheckpointError, NonFiniteError, NotAffineError, ShapeError, check_finite
 
 SiteKind = Literal["projection", "residual_head"]
@@ -94,7 +93,6 @@ class AffineSite:
                 f"(needs {self.out_dim} x {self.in_dim})"
             )
 
-    @renamed_keywords(alpha="strength")
     def folded(self, A: Tensor, strength: float) -> Callable[[dict[str, Tensor]], dict[str, Tensor]]:
         """The pure update of this site's tensors for z -> z + strength A s (what an edit stack replays)."""
         self.check_operator(A)
@@ -107,7 +105,6 @@ class AffineSite:
         return update
 
     @torch.no_grad()
-    @renamed_keywords(alpha="strength")
     def fold(self, A: Tensor, strength: float) -> None:
         """Write z -> z + strength A s into the site's weights (in place)."""
         tensors = self.tensors()

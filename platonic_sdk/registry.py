@@ -1,19 +1,22 @@
 """Family registry: a family name maps to its adapter's loader, config builder and default checkpoint.
 
-Adding a family is one `register_family` call (see docs/architecture.md); the core never lists families.
+Adding a family is one `register_family` call (see docs/architecture.md); the core never lists families:
+the built-in ones are named with their modules in `platonic_sdk.adapters.FAMILY_MODULES`.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 
+from .adapters import FAMILY_MODULES
 from .errors import UnknownFamilyError
 from .named_registry import NamedRegistry
-from .protocol import DualEncoder, read_marker
+
+if TYPE_CHECKING:
+    from .protocol import DualEncoder
 
 
 @attrs.frozen
@@ -32,12 +35,9 @@ class FamilySpec:
     description: str = ""
 
 
-_FAMILIES: NamedRegistry[FamilySpec] = NamedRegistry("family", listing="known families", sort=True,
-                                                     missing_error=UnknownFamilyError, taken_error=ValueError)
-# Built-in adapters, imported on first use so that `import platonic_sdk` stays fast.
-_BUILTIN_MODULES = ("clip", "openclip", "siglip", "evaclip", "clap")
-_builtins_loaded = False
-_unavailable: dict[str, str] = {}  # built-in adapter module -> why it could not be imported
+_FAMILIES: NamedRegistry[FamilySpec] = NamedRegistry("family", listing="known families", sort=True, casefold=True,
+                                                     missing_error=UnknownFamilyError, taken_error=ValueError,
+                                                     lazy=FAMILY_MODULES)
 
 
 def register_family(spec: FamilySpec, *, replace: bool = False) -> FamilySpec:
@@ -45,31 +45,35 @@ def register_family(spec: FamilySpec, *, replace: bool = False) -> FamilySpec:
     return _FAMILIES.register(spec.name, spec, replace=replace)
 
 
-def _load_builtins() -> None:
-    global _builtins_loaded
-    if _builtins_loaded:
-        return
-    _builtins_loaded = True
-    for module in _BUILTIN_MODULES:
-        try:
-            importlib.import_module(f"platonic_sdk.adapters.{module}")
-        except ModuleNotFoundError as exc:  # an optional model library is not installed: skip its families
-            if exc.name is None or exc.name.startswith("platonic_sdk"):
-                raise
-            _unavailable[module] = f"needs the '{exc.name}' package"
+def family_name(name: str) -> str:
+    """The family `name` spells (case-insensitive), checked without importing its adapter; an unknown name
+    raises UnknownFamilyError with the nearest known name and the list."""
+    return _FAMILIES.check(name)
 
 
 def family(name: str) -> FamilySpec:
-    """The registered spec of `name`, or UnknownFamilyError listing the known ones."""
-    _load_builtins()
-    missing = "".join(f"; adapters.{m} is unavailable ({why})" for m, why in sorted(_unavailable.items()))
-    return _FAMILIES.lookup(name, note=missing)
+    """The registered spec of `name` (its built-in adapter imported on first use), or UnknownFamilyError."""
+    found = family_name(name)
+    try:
+        return _FAMILIES.lookup(found)
+    except ModuleNotFoundError as exc:  # an optional model library is not installed
+        if exc.name is None or exc.name.startswith("platonic_sdk"):
+            raise
+        raise UnknownFamilyError(f"family {found!r} needs the '{exc.name}' package, which is not installed") from None
 
 
 def list_families(modality: str | None = None) -> list[str]:
-    """Names of the registered families, optionally of one modality."""
-    _load_builtins()
-    return [n for n in _FAMILIES.names() if modality is None or _FAMILIES[n].modality == modality]
+    """Names of the known families (built-in and registered), optionally of one modality (which loads their adapters)."""
+    if modality is None:
+        return _FAMILIES.names()
+    out = []
+    for name in _FAMILIES.names():
+        try:
+            if family(name).modality == modality:
+                out.append(name)
+        except UnknownFamilyError:  # its model library is not installed
+            continue
+    return out
 
 
 def load(family_name: str, checkpoint: str | None = None, **options: Any) -> DualEncoder:
@@ -78,6 +82,8 @@ def load(family_name: str, checkpoint: str | None = None, **options: Any) -> Dua
     source = checkpoint or spec.default_checkpoint
     encoder = spec.load(source, **options)
     if source is not None and os.path.isdir(source):  # edits folded in by `save` are refused a second time
+        from .protocol import read_marker
+
         encoder.folded_edits = tuple(read_marker(source).get("folded_edits", ()))
     return encoder
 

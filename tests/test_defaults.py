@@ -7,7 +7,7 @@ from pathlib import Path
 
 import attrs
 
-from platonic_sdk import OperatorBank, cli, linalg
+from platonic_sdk import OperatorBank, cli, linalg, ridge
 from platonic_sdk.evaluate.settings import CellSettings, ExperimentConfig
 from platonic_sdk.evaluate.workspace import Workspace
 from platonic_sdk.worlds.registry import world_spec
@@ -23,9 +23,9 @@ def _default(fn, name):
 
 def test_library_ridges_are_read_from_one_place():
     for fn in (OperatorBank.__init__, Workspace.__init__, linalg.ridge_solver):
-        assert (_default(fn, "ridge_a"), _default(fn, "ridge_b")) == (linalg.RIDGE_A, linalg.RIDGE_B)
+        assert (_default(fn, "ridge_a"), _default(fn, "ridge_b")) == (ridge.RIDGE_A, ridge.RIDGE_B)
     bank = cli.build_parser().parse_args(["bank"])
-    assert (bank.ridge_a, bank.ridge_b) == (linalg.RIDGE_A, linalg.RIDGE_B)
+    assert (bank.ridge_a, bank.ridge_b) == (ridge.RIDGE_A, ridge.RIDGE_B)
 
 
 def test_grid_options_default_to_the_classes_and_the_worlds():
@@ -45,5 +45,5 @@ def test_the_docs_quote_the_worlds_and_the_librarys_ridges():
         assert quoted in " ".join((DOCS / page).read_text().split()), page
     guide = " ".join((DOCS / "user_guide.md").read_text().split())
     library = re.search(r"the library's defaults \(ridges (\S+) / (\S+)\)", guide)
-    assert library and (float(library[1]), float(library[2])) == (linalg.RIDGE_A, linalg.RIDGE_B)
+    assert library and (float(library[1]), float(library[2])) == (ridge.RIDGE_A, ridge.RIDGE_B)
     assert not re.search(r"RIDGE_A/B|world's ridge \(0\.1\)", guide)

@@ -101,25 +101,16 @@ def test_union_grid_is_a_common_grid():
     assert union.identity != Grid.union([ga, _task("b", classes=("x", "y")).grid(2, seed=9)]).identity
 
 
-def test_registry_skips_adapters_whose_library_is_missing(monkeypatch):
-    import importlib
-
+def test_a_family_whose_library_is_missing_is_named_with_that_library(tmp_path, monkeypatch):
     from platonic_sdk import registry
 
-    real_import = importlib.import_module
-
-    def fake_import(name, *args, **kwargs):
-        if name == "platonic_sdk.adapters.needs_missing_lib":
-            raise ModuleNotFoundError("No module named 'not_installed_lib'", name="not_installed_lib")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(registry, "_builtins_loaded", False)
-    monkeypatch.setattr(registry, "_unavailable", {})
-    monkeypatch.setattr(registry, "_BUILTIN_MODULES", registry._BUILTIN_MODULES + ("needs_missing_lib",))
-    monkeypatch.setattr(registry.importlib, "import_module", fake_import)
-    assert "clip" in registry.list_families()
-    with pytest.raises(registry.UnknownFamilyError, match="not_installed_lib"):
-        registry.family("nope")
+    (tmp_path / "needs_missing_lib.py").write_text("import not_installed_lib\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(registry._FAMILIES.lazy, "needsmissing", "needs_missing_lib")
+    assert "needsmissing" in registry.list_families() and "clip" in registry.list_families("image")
+    assert "needsmissing" not in registry.list_families("image")  # its modality cannot be known: left out
+    with pytest.raises(registry.UnknownFamilyError, match=r"^family 'needsmissing' needs the 'not_installed_lib' package"):
+        registry.family("NeedsMissing")
 
 
 def test_centred_descriptor_subtracts_each_rows_mean_by_hand():

@@ -29,16 +29,16 @@ def test_an_unknown_name_lists_the_known_ones_in_the_registry_order():
     for name in ("zeta", "alpha", "mu"):
         reg.register(name, name.upper())
     assert reg.names() == ["zeta", "alpha", "mu"] == list(reg)  # registration order
-    with pytest.raises(PlatonicError, match=r"^unknown gadget 'beta'; registered: zeta, alpha, mu$"):
-        reg.lookup("beta")
+    with pytest.raises(PlatonicError, match=r"^unknown gadget 'gizmo'; registered: zeta, alpha, mu$"):
+        reg.lookup("gizmo")
     with pytest.raises(KeyError):  # plain item access stays a dict's
-        reg["beta"]
-    ordered = NamedRegistry("gadget", sort=True, missing_error=UnknownFamilyError, lazy=("omega", "alpha"))
+        reg["gizmo"]
+    ordered = NamedRegistry("gadget", sort=True, missing_error=UnknownFamilyError, lazy={"omega": "platonic_sdk.nowhere", "alpha": "platonic_sdk.nowhere"})
     for name in ("zeta", "alpha", "mu"):
         ordered.register(name, name)
     assert ordered.names() == ["alpha", "mu", "omega", "zeta"]  # sorted, the lazy names among them once
-    with pytest.raises(UnknownFamilyError, match=r"^unknown gadget 'beta'; known: alpha, mu, omega, zeta; see above$"):
-        ordered.lookup("beta", note="; see above")
+    with pytest.raises(UnknownFamilyError, match=r"^unknown gadget 'gizmo'; known: alpha, mu, omega, zeta; see above$"):
+        ordered.lookup("gizmo", note="; see above")
     del ordered["mu"]
     assert "mu" not in ordered and ordered.names() == ["alpha", "omega", "zeta"]
 
@@ -67,3 +67,22 @@ def test_the_five_registries_keep_their_errors_and_orders():
     assert benchmark_names() == sorted(benchmark_names())
     with pytest.raises(PlatonicError, match=r"^unknown benchmark 'nope'; known: " + ", ".join(benchmark_names()) + "$"):
         benchmark("nope")
+
+
+def test_lookup_imports_a_built_in_plug_in_once_and_suggests_the_nearest_name(tmp_path, monkeypatch):
+    (tmp_path / "gadget_plugin.py").write_text(
+        "from test_named_registry import GADGETS\nGADGETS.register('Widget', 'made')\nCOUNT = globals().get('COUNT', 0) + 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import sys
+
+    assert "gadget_plugin" not in sys.modules
+    assert GADGETS.names() == ["Widget"]  # listed before it is loaded, nothing imported
+    assert "gadget_plugin" not in sys.modules
+    assert GADGETS.check("widget") == "Widget"  # casefold
+    assert GADGETS.lookup("WIDGET") == "made" and sys.modules["gadget_plugin"].COUNT == 1
+    assert GADGETS.lookup("Widget") == "made" and sys.modules["gadget_plugin"].COUNT == 1
+    with pytest.raises(PlatonicError, match=r"^unknown gadget 'widgte' \(did you mean 'Widget'\?\); known: Widget$"):
+        GADGETS.lookup("widgte")
+
+
+GADGETS: NamedRegistry[str] = NamedRegistry("gadget", casefold=True, lazy={"Widget": "gadget_plugin"})

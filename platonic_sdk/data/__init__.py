@@ -5,39 +5,13 @@ Image folders and CSV manifests, torchvision layouts (`torchvision_task`), Huggi
 paper's benchmarks as data (`paper_benchmarks`, read by `load_benchmark`).
 """
 
-from .audio import (
-    AUDIO_TEMPLATE, AudioFile, Waveform, as_waveform, esc50_task, folder_task, manifest_task, read_audio, urbansound8k_task,
-    write_audio,
-)
-from .benchmark import benchmark, load_benchmark, register_benchmark
-from .hf import hf_task
-from .images import IMAGE_MODES, ImageFile, as_image, as_images, image_folder_task, image_manifest_task, read_image
-from .paper_benchmarks import PAPER_AUDIO, PAPER_IMAGE  # registered: paper-image, paper-audio
-from .torchvision_sets import torchvision_task
+from ..lazy import exports
 
-__all__ = [
-    "AUDIO_TEMPLATE",
-    "AudioFile",
-    "IMAGE_MODES",
-    "ImageFile",
-    "PAPER_AUDIO",
-    "PAPER_IMAGE",
-    "Waveform",
-    "as_image",
-    "as_images",
-    "as_waveform",
-    "benchmark",
-    "esc50_task",
-    "folder_task",
-    "hf_task",
-    "image_folder_task",
-    "image_manifest_task",
-    "load_benchmark",
-    "manifest_task",
-    "read_audio",
-    "read_image",
-    "register_benchmark",
-    "torchvision_task",
-    "urbansound8k_task",
-    "write_audio",
-]
+__getattr__, __dir__, __all__ = exports(__name__, {
+    ".audio": ["AUDIO_TEMPLATE", "AudioFile", "Waveform", "as_waveform", "esc50_task", "folder_task", "manifest_task", "read_audio", "urbansound8k_task", "write_audio"],
+    ".benchmark": ["benchmark", "load_benchmark", "register_benchmark"],
+    ".hf": ["hf_task"],
+    ".images": ["IMAGE_MODES", "ImageFile", "as_image", "as_images", "image_folder_task", "image_manifest_task", "read_image"],
+    ".paper_benchmarks": ["PAPER_AUDIO", "PAPER_IMAGE"],
+    ".torchvision_sets": ["torchvision_task"],
+})

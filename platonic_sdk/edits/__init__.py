@@ -1,6 +1,6 @@
 """Edits: deployable, reversible changes to one target encoder (`Edit`, `OperatorEdit`; `LoraEdit` in
 lora_edit.py, which imports peft). The transfer routes produce them; descriptors measure them."""
 
-from .edit import Edit, OperatorEdit
+from ..lazy import exports
 
-__all__ = ["Edit", "OperatorEdit"]
+__getattr__, __dir__, __all__ = exports(__name__, {".edit": ["Edit", "OperatorEdit"], ".lora_edit": ["LoraEdit"]})

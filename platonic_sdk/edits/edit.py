@@ -18,7 +18,6 @@ from torch import Tensor
 
 from .. import stack
 from ..binding import Target
-from ..deprecation import renamed_attribute, renamed_keywords
 from ..errors import PlatonicError, ShapeError, check_finite, check_real, check_strength
 from ..io import load_tensors, save_tensors
 from ..protocol import DualEncoder
@@ -138,9 +137,7 @@ class OperatorEdit(Edit):
     """z -> z + strength * A s folded into the target's last affine site (see protocol.AffineSite)."""
 
     kind = "operator_edit"
-    alpha = renamed_attribute("strength")  # its deprecated name
 
-    @renamed_keywords(alpha="strength")
     def __init__(
         self,
         operator: Tensor,
@@ -159,7 +156,6 @@ class OperatorEdit(Edit):
         self.site_kind = site_kind
         self.meta = dict(meta or {})
 
-    @renamed_keywords(alpha="strength")
     def scaled(self, strength: float) -> "OperatorEdit":
         """The same operator at another strength."""
         return OperatorEdit(self.operator, strength, self.site_kind, self.meta, self.target)
@@ -187,10 +183,10 @@ class OperatorEdit(Edit):
 
     @classmethod
     def from_file(cls, tensors: dict[str, Tensor], meta: dict[str, Any]) -> "OperatorEdit":
-        if "operator" not in tensors:
-            raise PlatonicError("operator edit file has no 'operator' tensor")
-        strength = meta.get("strength", meta.get("alpha", 0.5))  # files written before the rename say "alpha"
-        return cls(tensors["operator"], strength, meta.get("site_kind", "projection"), meta.get("info"))
+        missing = [k for k in ("strength", "site_kind") if k not in meta] + (["operator"] if "operator" not in tensors else [])
+        if missing:
+            raise PlatonicError(f"operator edit file has no {' or '.join(map(repr, missing))}")
+        return cls(tensors["operator"], meta["strength"], meta["site_kind"], meta.get("info"))
 
     def __repr__(self) -> str:
         return f"OperatorEdit(site={self.site_kind}, shape={tuple(self.operator.shape)}, strength={self.strength}, applied={self.applied})"

@@ -1,6 +1,5 @@
 """Evaluation: zero-shot accuracy, cached features, and the studies built on them."""
 
-from ..zeroshot import accuracy, accuracy_of, predict
-from .features import FeatureCache
+from ..lazy import exports
 
-__all__ = ["FeatureCache", "accuracy", "accuracy_of", "predict"]
+__getattr__, __dir__, __all__ = exports(__name__, {"..zeroshot": ["accuracy", "accuracy_of", "predict"], ".features": ["FeatureCache"]})

@@ -14,7 +14,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..deprecation import renamed_attribute, renamed_init, renamed_keywords
 from ..errors import CheckpointError, ShapeError
 from ..feature_store import FeatureStore, model_fingerprint
 from ..features import site_features
@@ -34,8 +33,6 @@ class FeatureCache:
     raw_embeddings: Tensor
     labels: np.ndarray = attrs.field(converter=lambda v: np.asarray(v, dtype=np.int64))
     meta: dict[str, Any] = attrs.field(factory=dict)
-    S = renamed_attribute("site_inputs")  # deprecated one-letter names
-    Z = renamed_attribute("raw_embeddings")
 
     def __attrs_post_init__(self) -> None:
         if not (self.site_inputs.shape[0] == self.raw_embeddings.shape[0] == len(self.labels)):
@@ -54,14 +51,12 @@ class FeatureCache:
         S, Z = site_features(encoder, items, batch_size, progress, cache=cache)
         return cls(S, Z, labels, {"family": encoder.family, "checkpoint": encoder.checkpoint, "model": model_fingerprint(encoder), **meta})
 
-    @renamed_keywords(alpha="strength")
     def embeddings(self, A: Tensor | None = None, strength: float = 0.0) -> Tensor:
         """Raw embeddings after folding `strength` A (A None: the unedited model)."""
         if A is None or strength == 0:
             return self.raw_embeddings
         return edited_embeddings(self.site_inputs, self.raw_embeddings, A, strength)
 
-    @renamed_keywords(alpha="strength")
     def accuracy(self, class_landmarks: Tensor, A: Tensor | None = None, strength: float = 0.0) -> float:
         """Zero-shot accuracy (percent) after folding `strength` A."""
         return accuracy_of(predict(self.embeddings(A, strength), class_landmarks), torch.from_numpy(self.labels))
@@ -79,8 +74,4 @@ class FeatureCache:
                 f"feature cache {str(path)!r} was built on {meta.get('family')} {meta.get('checkpoint')!r} "
                 f"(weights {meta.get('model')}), not on {encoder.family} {encoder.checkpoint!r} (weights {model_fingerprint(encoder)})"
             )
-        site_inputs, raw = (tensors[k] if k in tensors else tensors[old] for k, old in (("site_inputs", "S"), ("raw_embeddings", "Z")))
-        return cls(site_inputs, raw, tensors["labels"].numpy(), meta)  # older files name them S and Z
-
-
-renamed_init(FeatureCache, S="site_inputs", Z="raw_embeddings")
+        return cls(tensors["site_inputs"], tensors["raw_embeddings"], tensors["labels"].numpy(), meta)

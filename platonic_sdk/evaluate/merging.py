@@ -14,7 +14,6 @@ from typing import Any, Callable, Mapping, Sequence
 import attrs
 import numpy as np
 
-from ..deprecation import renamed_attribute, renamed_init, renamed_keywords
 from ..errors import PlatonicError
 from ..finetune import FinetuneConfig, TaskVector, finetune, merge
 from ..finetune.weightspace import merge_method, merge_methods
@@ -41,15 +40,11 @@ class MergeResult:
     merged: dict[str, float]
     mean_cosine: float = float("nan")  # mean pairwise cosine of the merged task vectors (addition)
     method: str = "task_arithmetic"  # the merging method (finetune.merging); negation negates the merged one vector
-    coef = renamed_attribute("strength")  # its deprecated name
 
     @property
     def normalised(self) -> float:
         """Mean over fine-tuned tasks of merged / single-task fine-tuned accuracy (test)."""
         return float(np.mean([self.merged[t] / self.finetuned[t] for t in self.finetuned]))
-
-
-renamed_init(MergeResult, coef="strength")
 
 
 def split_validation(task: Task, fraction: float = VALIDATION_FRACTION, seed: int = 0) -> tuple[Task, Task]:
@@ -63,7 +58,6 @@ def split_validation(task: Task, fraction: float = VALIDATION_FRACTION, seed: in
     return attrs.evolve(task, train=fit), attrs.evolve(task, train=fit, test=val)
 
 
-@renamed_keywords(coef="strength")
 def accuracy_with(encoder: DualEncoder, vector: TaskVector, task: Task, strength: float = 1.0) -> float:
     """Accuracy on task.test of theta_pre + strength * tau (undone afterwards)."""
     return task_vector_evaluator(encoder, vector, [task])(strength)[task.name]
@@ -88,7 +82,6 @@ def _methods(methods: Sequence[str] | Mapping[str, Mapping[str, Any]]) -> dict[s
     return chosen
 
 
-@renamed_keywords(coefs="strengths")
 def select_extending(evaluate: Evaluate, finetuned: Mapping[str, float], strengths: Sequence[float], extend: int, progress: bool) -> Sweep:
     """`select_addition` over `strengths`; while the pick is the grid's largest strength, the grid grows
     by its own span (at most `extend` times), so that a merged vector smaller than the sum (TIES' mean,
@@ -147,7 +140,6 @@ def _negation_runs(encoder: DualEncoder, target: Task, val_target: Task, control
     return out
 
 
-@renamed_keywords(coefs="strengths")
 def addition_study(
     encoder: DualEncoder,
     tasks: Sequence[Task],
@@ -172,7 +164,6 @@ def addition_study(
     return out
 
 
-@renamed_keywords(coefs="strengths")
 def negation_study(
     encoder: DualEncoder,
     target: Task,

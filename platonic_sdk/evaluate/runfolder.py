@@ -35,22 +35,6 @@ def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix.rstrip("."): value}
 
 
-RENAMED = {("run", "settings", "alpha"): "addition_strength", ("run", "settings", "strength"): "negation_strength",
-           ("run", "settings", "weight_space_coef"): "weight_space_strength", ("run", "sweep_alphas"): "sweep_strengths"}
-
-
-def renamed_settings(recorded: dict[str, Any]) -> dict[str, Any]:
-    """Recorded settings under today's names (run folders written before the strength renames still resume)."""
-    out = json.loads(json.dumps(recorded))
-    for (*parents, old), new in RENAMED.items():
-        holder = out
-        for key in parents:
-            holder = holder.get(key) if isinstance(holder, dict) else None
-        if isinstance(holder, dict) and old in holder and new not in holder:
-            holder[new] = holder.pop(old)
-    return out
-
-
 def setting_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """`name: old -> new` for every (nested, dotted) setting that differs between two records (as JSON: NaN equals NaN)."""
     a, b = _flat(old), _flat(new)
@@ -160,7 +144,7 @@ class RunFolder:
         settings = json.loads(json.dumps(settings, sort_keys=True))  # as it reads back from run.json
         run = self.path / RUN_FILE
         if run.is_file():
-            recorded = renamed_settings(json.loads(run.read_text()).get("settings", {}))
+            recorded = json.loads(run.read_text()).get("settings", {})
             diff = setting_differences(recorded, settings)
             if diff:
                 raise PlatonicError(f"run folder {self.path} holds a run with other settings ({'; '.join(diff)}); "

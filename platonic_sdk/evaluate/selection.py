@@ -15,7 +15,6 @@ from typing import Callable, Mapping, Protocol, Sequence
 import attrs
 import numpy as np
 
-from ..deprecation import renamed_attribute, renamed_globals, renamed_init, renamed_keywords
 from ..edits.edit import Edit
 from ..errors import PlatonicError
 from ..finetune.weightspace import TaskVector
@@ -65,7 +64,6 @@ class Sweep:
     scores: tuple[float, ...]
     feasible: tuple[bool, ...]
     best_index: int
-    coefs = renamed_attribute("strengths")  # its deprecated name
 
     @property
     def best(self) -> float:
@@ -74,9 +72,6 @@ class Sweep:
     @property
     def best_result(self) -> dict[str, float]:
         return self.results[self.best_index]
-
-
-renamed_init(Sweep, coefs="strengths")
 
 
 def _run(evaluate: Evaluate, strengths: Sequence[float], needed: Sequence[str], progress: bool) -> tuple[tuple[float, ...], tuple[dict[str, float], ...]]:
@@ -101,7 +96,6 @@ def _pick(strengths: tuple[float, ...], results: tuple[dict[str, float], ...], s
     return Sweep(strengths, results, tuple(scores), tuple(feasible), best)
 
 
-@renamed_keywords(coefs="strengths")
 def select_addition(
     evaluate: Evaluate, finetuned: Mapping[str, float], strengths: Sequence[float] = DEFAULT_STRENGTHS, progress: bool = False
 ) -> Sweep:
@@ -113,7 +107,6 @@ def select_addition(
     return _pick(strengths, results, scores, [True] * len(strengths))
 
 
-@renamed_keywords(coefs="strengths")
 def select_negation(
     evaluate: Evaluate,
     target: str,
@@ -127,6 +120,3 @@ def select_negation(
     strengths, results = _run(evaluate, strengths, [target, control], progress)
     floor = min_control_ratio * zero_shot_control
     return _pick(strengths, results, [-r[target] for r in results], [r[control] >= floor for r in results])
-
-
-__getattr__ = renamed_globals(globals(), DEFAULT_COEFS="DEFAULT_STRENGTHS")

@@ -6,7 +6,6 @@ from typing import Any, Mapping, Sequence
 
 import attrs
 
-from ..deprecation import renamed_attribute, renamed_init
 from ..errors import PlatonicError, check_strength
 from .registry import method
 
@@ -43,9 +42,6 @@ class CellSettings:
     seed: int = 0
     centre: tuple[str, ...] = attrs.field(default=DEFAULT_CENTRE, converter=tuple, validator=_cell_kinds)
     anchor: tuple[str, ...] = attrs.field(default=DEFAULT_ANCHOR, converter=tuple, validator=_cell_kinds)
-    alpha = renamed_attribute("addition_strength")  # deprecated names
-    strength = renamed_attribute("negation_strength")
-    weight_space_coef = renamed_attribute("weight_space_strength")
 
     def centres(self, kind: str) -> bool:
         """Whether cells of `kind` transfer row-centred descriptors."""
@@ -106,7 +102,6 @@ class ExperimentConfig:
     similarity_probes: int | None = 64  # probes per task in the union grid (None: the whole grids)
     orthoreg_tasks: int = 0
     orthoreg_recipe: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
-    sweep_alphas = renamed_attribute("sweep_strengths")  # its deprecated name
 
     def __attrs_post_init__(self) -> None:
         if not self.cells:
@@ -125,10 +120,6 @@ class ExperimentConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
-
-
-renamed_init(CellSettings, alpha="addition_strength", strength="negation_strength", weight_space_coef="weight_space_strength")
-renamed_init(ExperimentConfig, sweep_alphas="sweep_strengths")
 
 
 def default(cls: type, name: str) -> Any:

@@ -14,7 +14,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..deprecation import renamed_keywords
 from ..errors import PlatonicError
 from ..zeroshot import accuracy_of, predict
 from .cells import Cell, cell_group, solve_options
@@ -40,7 +39,6 @@ def _mean(values: Sequence[float]) -> float:
     return float(np.mean(values)) if len(values) else float("nan")
 
 
-@renamed_keywords(alphas="strengths")
 def strength_sweep(ws: Workspace, cells: Sequence[Cell], strengths: Sequence[float] = SWEEP_STRENGTHS,
                    centre: Sequence[str] = DEFAULT_CENTRE, anchor: Sequence[str] = DEFAULT_ANCHOR) -> list[dict[str, Any]]:
     """Accuracy of each cell's closed-form edit at each strength: task mean and control mean.
@@ -78,7 +76,6 @@ def _normalised(ws: Workspace, target: str, task: str, acc: float) -> float | No
     return 100.0 * acc / ft if ft else None
 
 
-@renamed_keywords(alpha="strength")
 def accumulation(
     ws: Workspace, target: str, tasks: Sequence[str], strength: float = 0.5, max_tasks: int = 8, centre: bool = False,
     anchors: bool = False,
@@ -118,7 +115,6 @@ def accumulation(
     return records
 
 
-@renamed_keywords(alpha="strength")
 def held_out(ws: Workspace, target: str, related: Sequence[str], held_out_task: str, strength: float = 0.5,
              centre: bool = False, anchors: bool = False) -> list[dict[str, Any]]:
     """Sum the operators of `related` tasks (every cross-family source assignment) and evaluate on a
@@ -139,7 +135,6 @@ def held_out(ws: Workspace, target: str, related: Sequence[str], held_out_task: 
     return records
 
 
-@renamed_keywords(alpha="addition_strength", strength="negation_strength")
 def guarantee(ws: Workspace, cells: Sequence[Cell], addition_strength: float = 0.5, negation_strength: float = 1.0,
               centre: Sequence[str] = DEFAULT_CENTRE, anchor: Sequence[str] = DEFAULT_ANCHOR) -> list[dict[str, Any]]:
     """Per cell: the guarantee summary of its closed-form edit over its tasks and controls, pooled and per set."""

@@ -18,10 +18,10 @@ from torch import Tensor
 from ..descriptor import UTD
 from ..edits.edit import Edit
 from ..errors import PlatonicError
-from ..deprecation import renamed_attribute, renamed_keywords
 from ..features import encode_items, landmarks as prompt_landmarks
 from ..finetune.weightspace import TaskVector
-from ..linalg import RIDGE_A, RIDGE_B, unit_rows
+from ..linalg import unit_rows
+from ..ridge import RIDGE_A, RIDGE_B
 from ..protocol import DualEncoder
 from ..tasks import Grid, Task
 from ..transfer.closed_form import OperatorBank
@@ -175,14 +175,11 @@ class Workspace:
             self._landmarks[key] = prompt_landmarks(self._model(family), self._task(task).prompts())
         return self._landmarks[key]
 
-    head = renamed_attribute("landmarks")  # its deprecated name
 
-    @renamed_keywords(alpha="strength")
     def accuracy(self, family: str, task: str, A: Tensor | None = None, strength: float = 0.0) -> float:
         """Test accuracy (percent) of the family's model with `strength` A folded (no forward pass)."""
         return self.eval_set(family, task).accuracy(self.landmarks(family, task), A, strength)
 
-    @renamed_keywords(alpha="strength")
     def accuracies(self, family: str, names: Sequence[str], A: Tensor | None = None, strength: float = 0.0) -> dict[str, float]:
         return {name: self.accuracy(family, name, A, strength) for name in names}
 

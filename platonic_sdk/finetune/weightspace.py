@@ -20,7 +20,6 @@ from torch import Tensor, nn
 
 from .. import stack
 from ..binding import Target
-from ..deprecation import renamed_attribute, renamed_init, renamed_keywords
 from ..errors import CheckpointError, PlatonicError, ShapeError, check_finite, check_real, check_strength
 from ..io import load_tensors, save_tensors
 from ..stack import EditStack
@@ -159,7 +158,6 @@ class TaskVector:
         denom = self.norm() * other.norm()
         return dot / denom if denom > 0 else 0.0
 
-    @renamed_keywords(coef="strength")
     def apply_to(self, model: nn.Module, strength: float = 1.0, allow_other_target: bool = False) -> "AppliedTaskVector":
         """theta <- theta + strength * tau in place (summed in float64), on the model's edit stack.
 
@@ -189,7 +187,6 @@ class TaskVector:
         handle.stack = stack.push(handle, sites, update, label, model)
         return handle
 
-    @renamed_keywords(coef="strength")
     def fold_into(self, model: nn.Module, strength: float = 1.0, allow_other_target: bool = False) -> None:
         """theta <- theta + strength * tau for good: the result is a new model, whose base is these weights.
 
@@ -226,7 +223,6 @@ class AppliedTaskVector:
     vector: TaskVector
     strength: float
     stack: EditStack | None = None
-    coef = renamed_attribute("strength")  # its deprecated name
 
     @property
     def active(self) -> bool:
@@ -249,9 +245,6 @@ class AppliedTaskVector:
     def __exit__(self, *exc: object) -> None:
         if self.active:
             self.undo()
-
-
-renamed_init(AppliedTaskVector, coef="strength")
 
 
 def merge(vectors: Sequence[TaskVector], method: str = "task_arithmetic", **params: Any) -> TaskVector:

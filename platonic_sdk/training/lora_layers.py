@@ -8,13 +8,11 @@ from peft import LoraConfig
 from peft.tuners.lora import LoraModel
 from torch import nn
 
-from ..deprecation import renamed_keywords
 from ..errors import PlatonicError
 
 ADAPTER = "default"
 
 
-@renamed_keywords(alpha="lora_alpha")
 def inject_lora(tower: nn.Module, targets: Sequence[str], rank: int, lora_alpha: float) -> LoraModel:
     """Wrap the modules of `tower` named by `targets` (name suffixes) with rank-r LoRA, B = 0, in place.
 

@@ -16,7 +16,6 @@ import torch
 from peft.tuners.lora import LoraLayer
 from torch import Tensor, nn
 
-from ..deprecation import renamed_attribute, renamed_init
 from ..errors import PlatonicError, check_strength
 from ..linalg import orthoreg_penalty
 
@@ -48,7 +47,6 @@ class OrthoReg:
     weight: float = attrs.field(default=0.0, converter=_weight)
     squared: bool = False
     include: re.Pattern[str] | None = attrs.field(default=None, converter=pattern)
-    coef = renamed_attribute("weight")  # its deprecated name
 
     @property
     def active(self) -> bool:
@@ -88,6 +86,3 @@ def lora_updates(module: nn.Module) -> Iterator[Update]:
 def dense_reference(module: nn.Module) -> dict[str, Tensor]:
     """Frozen copies W_pre of the trainable 2-D parameters (what `dense_updates` subtracts)."""
     return {name: p.detach().clone() for name, p in module.named_parameters() if p.requires_grad and p.ndim == 2}
-
-
-renamed_init(OrthoReg, coef="weight")

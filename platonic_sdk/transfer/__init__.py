@@ -1,19 +1,12 @@
-"""Transfer routes: the closed-form operator bank (its saved form: `SavedBank`) and (in lora.py) the LoRA
-route; both produce Edits."""
+"""Transfer routes: the closed-form operator bank (its saved form: `SavedBank`) and the LoRA route (lora.py,
+which imports peft); both produce Edits (also exported here)."""
 
-from ..edits.edit import Edit, OperatorEdit
-from .closed_form import GridState, OperatorBank
-from .saved_bank import SavedBank
+from ..lazy import exports
 
-_LORA_NAMES = ("LoraEdit", "LoraRouteConfig", "fit_lora")  # lora.py imports peft (seconds): load on first use
-
-
-def __getattr__(name: str):
-    if name in _LORA_NAMES:
-        from . import lora
-
-        return getattr(lora, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["Edit", "GridState", "LoraEdit", "LoraRouteConfig", "OperatorBank", "OperatorEdit", "SavedBank", "fit_lora"]
+__getattr__, __dir__, __all__ = exports(__name__, {
+    "..edits.edit": ["Edit", "OperatorEdit"],
+    "..edits.lora_edit": ["LoraEdit"],
+    ".closed_form": ["GridState", "OperatorBank"],
+    ".saved_bank": ["SavedBank"],
+    ".lora": ["LoraRouteConfig", "fit_lora"],
+})

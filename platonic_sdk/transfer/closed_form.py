@@ -18,13 +18,13 @@ import torch
 from torch import Tensor
 
 from ..binding import Target
-from ..deprecation import renamed_attribute, renamed_init, renamed_keywords
 from ..descriptor import UTD, Composition
 from ..edits.edit import OperatorEdit
 from ..errors import GridMismatchError
 from ..features import landmarks, site_features
-from ..linalg import RIDGE_A, RIDGE_B, AnchoredSolver, RidgeSolver, anchored_solver, edited_embeddings, ridge_solver, unit_rows
+from ..linalg import AnchoredSolver, RidgeSolver, anchored_solver, edited_embeddings, ridge_solver, unit_rows
 from ..protocol import DualEncoder
+from ..ridge import RIDGE_A, RIDGE_B
 from ..tasks import Grid, anchor_grids
 from .saved_bank import SavedBank
 
@@ -38,24 +38,16 @@ class GridState:
     raw_embeddings: Tensor
     landmarks: Tensor
     solve: RidgeSolver
-    S = renamed_attribute("site_inputs")  # deprecated one-letter names
-    Z = renamed_attribute("raw_embeddings")
-    G = renamed_attribute("landmarks")
-    F = renamed_attribute("solve_rows")
 
     @property
     def solve_rows(self) -> Tensor:
         """Solve rows: site inputs over the embedding norm, s / ||z||."""
         return self.site_inputs / self.raw_embeddings.norm(dim=1, keepdim=True)
 
-    @renamed_keywords(alpha="strength")
     def achieved(self, A: Tensor, strength: float) -> Tensor:
         """Exact UTD of the edit `strength` A folded (no forward pass) on this grid: <f_E, g> - <f, g>."""
         f_edit = unit_rows(edited_embeddings(self.site_inputs, self.raw_embeddings, A, strength))
         return (f_edit - unit_rows(self.raw_embeddings)) @ self.landmarks.T
-
-
-renamed_init(GridState, S="site_inputs", Z="raw_embeddings", G="landmarks")
 
 
 class OperatorBank:
@@ -145,7 +137,6 @@ class OperatorBank:
             out[ids] = ops
         return out
 
-    @renamed_keywords(alpha="strength")
     def edit(self, descriptor: UTD | Composition, strength: float = 0.5, centre: bool = False, anchors: Sequence[Grid] = (),
              **meta: Any) -> OperatorEdit:
         """A deployable edit folding `descriptor`'s operator at `strength` (`centre`: of its row-centred terms;
@@ -164,7 +155,6 @@ class OperatorBank:
         }
         return OperatorEdit(self.operator(composition, centre, anchors), strength, self.site_kind, info, self.binding)
 
-    @renamed_keywords(alpha="strength")
     def objective(self, composition: Composition, A: Tensor, strength: float) -> float:
         """Transfer loss L(E) of METHOD sec. 3 for the folded edit (`strength` A), measured on the cached grids."""
         achieved = {gid: self.state(gid).achieved(A, strength) for gid in composition.by_grid()}

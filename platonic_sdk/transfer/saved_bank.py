@@ -15,7 +15,6 @@ import attrs
 from torch import Tensor
 
 from ..binding import Target
-from ..deprecation import renamed_keywords
 from ..edits.edit import OperatorEdit
 from ..errors import CheckpointError, PlatonicError, check_finite
 from ..io import load_tensors, save_tensors
@@ -64,7 +63,6 @@ class SavedBank:
         return cls(operators, meta["entries"], meta["site_kind"], meta["ridge_a"], meta["ridge_b"], meta["target_family"],
                    meta["target_checkpoint"], Target.from_record(meta.get("target")))
 
-    @renamed_keywords(alpha="strength")
     def edit(self, terms: Sequence[tuple[str, float]], strength: float = 0.5) -> OperatorEdit:
         """The edit folding sum_l c_l A_l at `strength`, for (label, c_l) terms."""
         missing = [n for n, _ in terms if n not in self.operators]

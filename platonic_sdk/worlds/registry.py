@@ -7,7 +7,6 @@ the user overrides them. A new world is one module defining its world class and 
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -41,8 +40,6 @@ def register_world(spec: WorldSpec) -> WorldSpec:
 
 def world_spec(name: str) -> WorldSpec:
     """The registered world `name` (the built-in ones register on first use)."""
-    if name not in WORLDS and name in BUILTIN:
-        importlib.import_module(BUILTIN[name])
     return WORLDS.lookup(name)
 
 
