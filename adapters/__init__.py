@@ -13,4 +13,5 @@ FAMILY_MODULES = {
     "clap-htsat-fused": "platonic_sdk.adapters.clap",
     "clap-general": "platonic_sdk.adapters.clap",
     "clap-music": "platonic_sdk.adapters.clap",
+    "lit": "platonic_sdk.adapters.lit",
 }
