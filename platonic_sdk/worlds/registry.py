@@ -29,7 +29,7 @@ class WorldSpec:
     lora: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)  # LoraRouteConfig fields
 
 
-BUILTIN = {"image": "platonic_sdk.worlds.image", "audio": "platonic_sdk.worlds.audio"}
+BUILTIN = {"image": "platonic_sdk.worlds.image", "audio": "platonic_sdk.worlds.audio", "real": "platonic_sdk.worlds.real"}
 WORLDS: NamedRegistry[WorldSpec] = NamedRegistry("world", listing="registered", sort=True, replaceable=False, lazy=BUILTIN)
 
 
