@@ -153,7 +153,11 @@ def build_parser() -> Parser:
     p.add_argument("-o", "--output", type=output_file, metavar="FILE", help="where to write the operator bank (.safetensors)")
     p.set_defaults(func=commands.cmd_bank)
 
-    p = sub.add_parser("edit", parents=[common, model, task, data, ridge], help="compose descriptors into an edit of a target")
+    p = sub.add_parser("edit", parents=[common, model, task, data, ridge],
+                       help="compose descriptors into an edit of a target (closed form, or the LoRA route to a peft adapter)")
+    p.add_argument("--route", choices=("closed-form", "lora"), default="closed-form",
+                   help="closed-form operator folded into the last affine map, or LoRA fitted on the media tower (closed-form)")
+    p.add_argument("--adapter-dir", type=output_dir, metavar="DIR", help="--route lora: also write the fit as a peft adapter folder")
     p.add_argument("--bank", metavar="FILE", help="compose operators of this bank (terms name its entries)")
     p.add_argument("--add", action="append", metavar="NAME", help="add a task: UTD file, or bank entry with --bank")
     p.add_argument("--negate", action="append", metavar="NAME", help="remove a task (coefficient -1)")
@@ -163,6 +167,8 @@ def build_parser() -> Parser:
     p.add_argument("--save-model", type=output_dir, metavar="DIR", help="also save the edited checkpoint with the family's save "
                    "(with --bank: of the bank's target unless --family/--checkpoint say otherwise)")
     _allow_other_target(p)
+    _lora_options(p, "--route lora")
+    p.add_argument("--lora-rank", type=positive_int, help="--route lora: LoRA rank (default: LoraRouteConfig's, 16)")
     p.set_defaults(func=commands.cmd_edit)
 
     p = sub.add_parser("evaluate", parents=[common, model, task, data], help="zero-shot accuracy, optionally with an edit")
@@ -194,9 +200,7 @@ def build_parser() -> Parser:
         what = "strength of weight-space task vectors" if kind == "weight_space" else f"closed-form strength on {kind} cells"
         p.add_argument(f"--{name.replace('_', '-')}", type=finite_float, help=f"{what} ({default(CellSettings, name)})")
     _kind_options(p)
-    p.add_argument("--lora-lr", type=positive_float, help="LoRA-route learning rate (default: the world's, else LoraRouteConfig's)")
-    p.add_argument("--lora-epochs", type=positive_int, help="LoRA-route epochs (default: the world's, else LoraRouteConfig's)")
-    p.add_argument("--lora-steps", type=positive_int, help="cap on LoRA-route steps (default: LoraRouteConfig's)")
+    _lora_options(p, "LoRA route", "the world's, else ")
     p.add_argument("--sweep-strengths", nargs="+", type=finite_float, help="strengths of the sweep (default: 0 to 2 in steps of 0.25)")
     p.add_argument("--sweep-cells", type=count, help=f"cells per kind in the strength sweep, evenly spaced ({default(ExperimentConfig, 'sweep_cells')}; 0: all)")
     p.add_argument("--held-out", nargs="+", metavar="TASK", help="related tasks then the held-out task (worlds: their trio)")
@@ -223,6 +227,13 @@ def build_parser() -> Parser:
     p.set_defaults(batch_size=256)
     p.set_defaults(func=commands.cmd_demo)
     return parser
+
+
+def _lora_options(p: argparse.ArgumentParser, what: str, default: str = "") -> None:
+    """The LoRA route's learning rate, epochs and step cap."""
+    p.add_argument("--lora-lr", type=positive_float, help=f"{what}: learning rate (default: {default}LoraRouteConfig's)")
+    p.add_argument("--lora-epochs", type=positive_int, help=f"{what}: epochs (default: {default}LoraRouteConfig's)")
+    p.add_argument("--lora-steps", type=positive_int, help=f"{what}: cap on steps (default: LoraRouteConfig's)")
 
 
 def _kind_options(p: argparse.ArgumentParser) -> None:
@@ -354,6 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = apply_config(parser, argv, args)
         for plugin in args.plugin or ():
             load_plugin(plugin)
+        commands.check(args)
         if args.threads:
             import torch
 

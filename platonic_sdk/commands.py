@@ -18,141 +18,127 @@ from .cli_values import kind_options
 from .errors import GridMismatchError, PlatonicError
 
 
+# ---------------------------------------------------------------------------- checks
+def check(args: argparse.Namespace) -> None:
+    """The cheapest and most basic facts first, before any model library loads: the family's name (its
+    canonical spelling), then the options the command requires and how they combine."""
+    from .registry import family_name
+
+    if getattr(args, "family", None):
+        args.family = family_name(args.family)
+    CHECKS.get(args.command, lambda a: None)(args)
+
+
+def _require(value: Any, option: str) -> Any:
+    if value in (None, [], ()):
+        raise PlatonicError(f"{option} is required")
+    return value
+
+
+def _one_task(args: argparse.Namespace) -> str:
+    specs = _require(args.task, "--task")
+    if len(specs) != 1:
+        raise PlatonicError(f"{args.command} takes one --task, got {len(specs)}")
+    return specs[0]
+
+
+def _check_finetune(args: argparse.Namespace) -> None:
+    _require(args.family, "--family"), _one_task(args), _require(args.output, "--output")
+
+
+def _check_utd(args: argparse.Namespace) -> None:
+    _require(args.family, "--family"), _one_task(args)
+    if [bool(args.ft_checkpoint), bool(args.ft_adapter), bool(args.finetune)].count(True) != 1:
+        raise PlatonicError("give exactly one of --ft-checkpoint (a fine-tuned checkpoint or task-vector file), "
+                            "--ft-adapter (a peft LoRA folder) or --finetune (fine-tune here)")
+    _require(args.output, "--output")
+
+
+def _check_bank(args: argparse.Namespace) -> None:
+    _require(args.family, "--family"), _require(args.descriptor, "--descriptor"), _require(args.output, "--output")
+
+
+def _check_edit(args: argparse.Namespace) -> None:
+    parse_terms(args)
+    if not args.bank:
+        _require(args.family, "--family (or --bank)")
+    if args.route == "lora":
+        if args.bank:
+            raise PlatonicError("--route lora fits LoRA from descriptor files; --bank holds closed-form operators")
+        _require(args.adapter_dir, "--adapter-dir (the peft adapter folder --route lora writes)")
+    elif args.adapter_dir:
+        raise PlatonicError("--adapter-dir is written by --route lora")
+    if not (args.output or args.save_model or args.adapter_dir):
+        raise PlatonicError("nothing to write: give --output (the edit) and/or --save-model (the edited checkpoint)")
+
+
+def _check_evaluate(args: argparse.Namespace) -> None:
+    _require(args.family, "--family"), _require(args.task, "--task")
+
+
+def _check_grid(args: argparse.Namespace) -> None:
+    from .evaluate.registry import method_name
+
+    for name in [*(args.methods or ()), *(n for n, _ in parse_method_cells(args.method_cells or []))]:
+        method_name(name)
+    check_benchmark_options(args)
+    _require(args.out, "--out")
+
+
+def _check_demo(args: argparse.Namespace) -> None:
+    from .worlds.registry import WORLDS
+
+    args.world = WORLDS.check(args.world)
+
+
+CHECKS = {"finetune": _check_finetune, "utd": _check_utd, "bank": _check_bank, "edit": _check_edit, "evaluate": _check_evaluate,
+          "grid": _check_grid, "demo": _check_demo}
+
+
 # ---------------------------------------------------------------------------- tasks
-def _world_task(name: str, args: argparse.Namespace):
-    """A task of a registered synthetic world, by name."""
-    from .worlds.registry import world_names, world_spec
+def task_options(args: argparse.Namespace):
+    """The TaskOptions of the command's data options."""
+    from .data.specs import TaskOptions
 
-    sizes = {k: v for k, v in (("seed", args.world_seed), ("train_per_class", args.train_per_class),
-                                ("test_per_class", args.test_per_class)) if v is not None}  # else the world's
-    worlds = {n: world_spec(n).make(**sizes) for n in world_names()}
-    for world in worlds.values():
-        if name in world.task_names:
-            return world.task(name)
-    raise PlatonicError(
-        f"unknown task {name!r}: not a synthetic-world task ({', '.join(t for w in worlds.values() for t in w.task_names)}) "
-        f"and not a data spec ([NAME=]{', [NAME=]'.join(SPECS)})"
-    )
-
-
-SOURCE_KINDS = ("images", "audio", "csv", "hf", "esc50", "urbansound8k")
-SPECS = ("images:DIR", "audio:DIR", "csv:FILE", "torchvision:DATASET:DIR", "hf:DIR", "esc50:DIR", "urbansound8k:DIR")
-
-
-def _folder_spec(spec: str) -> tuple[str | None, str, str] | None:
-    """(name or None, kind, path) of a data spec [NAME=]kind:PATH; None for a synthetic-world task name.
-
-    The kind of a torchvision spec names its dataset: `torchvision:eurosat:DIR` -> ("torchvision:eurosat", DIR).
-    """
-    name, sep, rest = spec.partition("=")
-    if not sep:
-        name, rest = None, spec
-    kind, colon, where = rest.partition(":")
-    if colon and kind == "torchvision":
-        dataset, colon, where = where.partition(":")
-        if not colon or not dataset:
-            raise PlatonicError(f"a torchvision task spec is [NAME=]torchvision:DATASET:DIR, got {spec!r}")
-        return name, f"torchvision:{dataset}", where
-    return (name, kind, where) if colon and kind in SOURCE_KINDS else None
-
-
-def _csv_task(path: Path, name: str | None, templates: tuple[str, ...] | None, args: argparse.Namespace):
-    """An image or audio CSV manifest (path, label, and split or fold), by the suffix of its items."""
-    from .data.audio import AUDIO_SUFFIXES, manifest_task
-    from .data.folders import read_manifest
-    from .data.images import IMAGE_SUFFIXES, image_manifest_task
-
-    rows = read_manifest(path) if path.is_file() else []
-    suffixes = {Path(row.get("path") or "").suffix.lower() for row in rows}
-    extra = {"templates": templates} if templates else {}
-    if suffixes and suffixes <= set(IMAGE_SUFFIXES):
-        return image_manifest_task(path, name, test_fraction=args.test_fraction, seed=args.seed, **extra)
-    if suffixes and not suffixes <= set(AUDIO_SUFFIXES):
-        raise PlatonicError(f"manifest {str(path)!r}: its `path` column names neither only images ({', '.join(IMAGE_SUFFIXES)}) "
-                            f"nor only audio files ({', '.join(AUDIO_SUFFIXES)}), found {sorted(suffixes)}")
-    return manifest_task(path, name, **extra)
-
-
-def resolve_task(spec: str, args: argparse.Namespace):
-    """A Task from a spec: NAME (synthetic world), or [NAME=]KIND:PATH with KIND one of SPECS."""
-    parts = _folder_spec(spec)
-    if parts is None:
-        return _world_task(spec, args)
-    name, kind, where = parts
-    path = Path(args.data_root or ".") / where
-    templates = tuple(args.template) if args.template else None
-    extra = {"templates": templates} if templates else {}
-    split = {"test_fraction": args.test_fraction, "seed": args.seed}
-    if kind == "images":
-        from .data.images import image_folder_task
-
-        return image_folder_task(path, name, **extra, **split)
-    if kind.startswith("torchvision:"):
-        from .data.torchvision_sets import torchvision_task
-
-        return torchvision_task(kind.partition(":")[2], path, name, templates, **split)
-    if kind == "hf":
-        from .data.hf import hf_task
-
-        return hf_task(path, name=name, templates=templates, **split)
-    if kind == "csv":
-        return _csv_task(path, name, templates, args)
-    from .data import audio
-
-    if kind == "audio":
-        return audio.folder_task(path, name, **extra, **split)
-    layout = audio.esc50_task if kind == "esc50" else audio.urbansound8k_task
-    return layout(path, name or kind, **extra)
+    return TaskOptions(args.data_root, args.template, args.test_fraction, args.seed, args.world_seed, args.train_per_class,
+                       args.test_per_class)
 
 
 def resolve_tasks(specs: Sequence[str], args: argparse.Namespace) -> dict[str, Any]:
-    tasks = {}
-    for spec in specs:
-        task = resolve_task(spec, args)
-        if task.name in tasks:
-            raise PlatonicError(f"two task specs give a task named {task.name!r}; name one with NAME=kind:PATH")
-        tasks[task.name] = task
-    return tasks
+    from .data.specs import load_tasks
 
-
-# the options that decide a task's items, labels and prompts: a descriptor records them with its --task
-TASK_OPTIONS = ("template", "test_fraction", "seed", "world_seed", "train_per_class", "test_per_class")
-
-
-def task_record(spec: str, task, args: argparse.Namespace) -> dict[str, Any]:
-    """How to rebuild `task` later: its spec (named, with an absolute path) and the options that shaped it."""
-    parts = _folder_spec(spec)
-    if parts is not None:
-        spec = f"{task.name}={parts[1]}:{os.path.abspath(Path(args.data_root or '.') / parts[2])}"
-    return {"task_spec": spec, "task_options": {k: getattr(args, k) for k in TASK_OPTIONS}}
+    return load_tasks(specs, task_options(args))
 
 
 def _repeat(utd, args: argparse.Namespace) -> str:
     """The --task (and options that differ from this command's) that the descriptor was computed with."""
     flags = [f"--task {utd.provenance['task_spec']}"]
     for key, value in utd.provenance.get("task_options", {}).items():
-        if getattr(args, key, value) != value:
-            flags += [f"--template {t!r}" for t in value or ()] if key == "template" else [f"--{key.replace('_', '-')} {value}"]
+        if key == "templates":
+            flags += [f"--template {t!r}" for t in value or ()] if tuple(args.template or ()) != tuple(value or ()) else []
+        elif getattr(args, key, value) != value:
+            flags += [f"--{key.replace('_', '-')} {value}"]
     return " ".join(flags)
 
 
 def descriptor_grid(label: str, utd, tasks: dict[str, Any], args: argparse.Namespace):
     """The grid `utd` lives on, checked: its task from --task, else rebuilt from the spec the descriptor records."""
+    from .data.specs import TaskOptions, load_task
+
     spec = utd.provenance.get("task_spec")
     if utd.task in tasks:
         task = tasks[utd.task]
         hint = (f"repeat `{_repeat(utd, args)}` with the data it was computed on" if spec
                 else "give the --task it was computed on, with the same options")
     elif spec:
-        recorded = argparse.Namespace(**{**vars(args), **utd.provenance.get("task_options", {}), "data_root": None})
         try:
-            task = resolve_task(spec, recorded)
+            task = load_task(spec, TaskOptions(**utd.provenance.get("task_options", {})))
         except PlatonicError as exc:
             raise PlatonicError(f"{label}: cannot rebuild its task from `--task {spec}` ({exc}); "
                                 f"give --task {utd.task}=KIND:PATH with the data it was computed on") from None
         hint = f"the data of `--task {spec}` changed since it was computed: recompute it with `platonic utd`"
     else:
-        task = _world_task(utd.task, args)
+        task = load_task(utd.task, task_options(args))
         hint = "give the --task it was computed on, with the same options"
     grid = _grid_of(task, args, utd.provenance)
     try:
@@ -180,12 +166,6 @@ def load_model(family: str, checkpoint: str | None, args: argparse.Namespace):
     if args.device:
         encoder.to(args.device)
     return encoder.eval()
-
-
-def _require(value: Any, option: str) -> Any:
-    if value in (None, [], ()):
-        raise PlatonicError(f"{option} is required")
-    return value
 
 
 # ---------------------------------------------------------------------------- subcommands
@@ -219,11 +199,11 @@ def finetune_recipe(args: argparse.Namespace, checkpoint: str | None = None):
     return FinetuneConfig(**{**base, **chosen, "seed": args.seed}), origin
 
 
-def _one_task(args: argparse.Namespace, command: str):
-    specs = _require(args.task, "--task")
-    if len(specs) != 1:
-        raise PlatonicError(f"{command} takes one --task, got {len(specs)}")
-    return specs[0], resolve_task(specs[0], args)
+def _the_task(args: argparse.Namespace):
+    """The one --task of finetune and utd."""
+    from .data.specs import load_task
+
+    return load_task(args.task[0], task_options(args))
 
 
 def _finetuned(pre, task, args: argparse.Namespace):
@@ -248,12 +228,11 @@ def _report_movement(pre, ft, task, args: argparse.Namespace, utd=None) -> None:
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
-    _, task = _one_task(args, "finetune")
-    output = _require(args.output, "--output")
-    pre = load_model(_require(args.family, "--family"), args.checkpoint, args)
+    task = _the_task(args)
+    pre = load_model(args.family, args.checkpoint, args)
     tuned = _finetuned(pre, task, args)
-    tuned.save(output)
-    print(f"wrote {output}: {tuned.metadata['mode']} fine-tune of {pre.family} on {task.name!r}, "
+    tuned.save(args.output)
+    print(f"wrote {args.output}: {tuned.metadata['mode']} fine-tune of {pre.family} on {task.name!r}, "
           f"{tuned.metadata['steps']} steps, final loss {tuned.losses[-1]:.4g}, task-vector norm {tuned.task_vector.norm():.4g}")
     _report_movement(pre, tuned.encoder, task, args)
     return 0
@@ -262,14 +241,13 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 def cmd_utd(args: argparse.Namespace) -> int:
     from .descriptor import UTD
 
-    spec, task = _one_task(args, "utd")
-    if [bool(args.ft_checkpoint), bool(args.ft_adapter), bool(args.finetune)].count(True) != 1:
-        raise PlatonicError("give exactly one of --ft-checkpoint (a fine-tuned checkpoint or task-vector file), "
-                            "--ft-adapter (a peft LoRA folder) or --finetune (fine-tune here)")
-    pre = load_model(_require(args.family, "--family"), args.checkpoint, args)
+    from .data.specs import spec_record
+
+    task = _the_task(args)
+    pre = load_model(args.family, args.checkpoint, args)
     grid = _grid_of(task, args)
     prov = {"grid_per_class": args.per_class, "grid_seed": args.grid_seed, "grid_stratified": args.stratified,
-            **task_record(spec, task, args)}
+            **spec_record(args.task[0], task, task_options(args))}
     if args.ft_adapter:
         from .edits.lora_edit import LoraEdit
 
@@ -285,7 +263,7 @@ def cmd_utd(args: argparse.Namespace) -> int:
         if args.save_finetune:
             tuned.save(args.save_finetune)
     utd = UTD.compute(pre, ft, grid, args.batch_size, **prov)
-    utd.save(_require(args.output, "--output"))
+    utd.save(args.output)
     print(f"wrote {args.output}: UTD of {task.name!r} on {args.family}, shape {utd.shape}, norm {float(utd.matrix.norm()):.4f}, grid {utd.grid_id}")
     _report_movement(pre, ft, task, args, utd)
     return 0
@@ -313,13 +291,13 @@ def _descriptors(paths: Sequence[str]):
 def cmd_bank(args: argparse.Namespace) -> int:
     from .transfer import OperatorBank
 
-    descriptors = _descriptors(_require(args.descriptor, "--descriptor"))
+    descriptors = _descriptors(args.descriptor)
     tasks = resolve_tasks(args.task or [], args)
-    target = load_model(_require(args.family, "--family"), args.checkpoint, args)
+    target = load_model(args.family, args.checkpoint, args)
     bank = OperatorBank(target, args.ridge_a, args.ridge_b, args.batch_size)
     for label, utd in descriptors.items():
         bank.add_grid(descriptor_grid(label, utd, tasks, args))
-    saved = bank.save(_require(args.output, "--output"), descriptors)
+    saved = bank.save(args.output, descriptors)
     print(f"wrote {args.output}: {len(saved.operators)} operator(s) for {target.family} ({', '.join(saved.operators)})")
     return 0
 
@@ -341,45 +319,68 @@ def parse_terms(args: argparse.Namespace) -> list[tuple[str, float]]:
 
 
 def cmd_edit(args: argparse.Namespace) -> int:
-    from .descriptor import Composition
-    from .transfer import OperatorBank
-
     terms = parse_terms(args)
-    target = None
     if args.bank:
-        saved = OperatorBank.load(args.bank)
-        edit, family = saved.edit(terms, args.strength), saved.target_family
-        if args.family and args.family != family:
-            raise PlatonicError(f"bank {args.bank} was built for {family!r}, not {args.family!r}")
+        edit, family = _bank_edit(terms, args)
+        target = None
     else:
-        descriptors = {n: _descriptors([n]).popitem()[1] for n, _ in terms}
-        tasks = resolve_tasks(args.task or [], args)
-        target = load_model(_require(args.family, "--family"), args.checkpoint, args)
-        bank = OperatorBank(target, args.ridge_a, args.ridge_b, args.batch_size)
-        for label, utd in descriptors.items():
-            bank.add_grid(descriptor_grid(label, utd, tasks, args))
-        composition = sum((c * descriptors[n] for n, c in terms), Composition(()))
-        edit = bank.edit(composition, args.strength)
+        target = load_model(args.family, args.checkpoint, args)
+        edit, family = _fitted_edit(terms, target, args), args.family
     if args.output:
         edit.save(args.output)
         print(f"wrote {args.output}: {edit!r}")
+    if args.adapter_dir:
+        edit.save_pretrained(args.adapter_dir, target)
+        print(f"wrote the peft adapter folder {args.adapter_dir} (PeftModel.from_pretrained loads it on the native model)")
     if args.save_model:
         if target is None:  # a bank's edit: the bank's target family, and its checkpoint unless --checkpoint is given
             target = load_model(family, args.checkpoint or edit.meta.get("target_checkpoint"), args)
         with edit.applied_to(target, args.allow_other_target):
             target.save(args.save_model)
         print(f"wrote the edited {target.family} checkpoint to {args.save_model}")
-    if not (args.output or args.save_model):
-        raise PlatonicError("nothing to write: give --output (the edit) and/or --save-model (the edited checkpoint)")
     return 0
+
+
+def _bank_edit(terms: list[tuple[str, float]], args: argparse.Namespace):
+    """(edit, target family) of a saved bank's operators."""
+    from .transfer import OperatorBank
+
+    saved = OperatorBank.load(args.bank)
+    if args.family and args.family != saved.target_family:
+        raise PlatonicError(f"bank {args.bank} was built for {saved.target_family!r}, not {args.family!r}")
+    return saved.edit(terms, args.strength), saved.target_family
+
+
+def _fitted_edit(terms: list[tuple[str, float]], target, args: argparse.Namespace):
+    """The edit of descriptor files on `target`: the closed form's operator, or (--route lora) a LoRA fit."""
+    from .descriptor import Composition
+
+    descriptors = {n: _descriptors([n]).popitem()[1] for n, _ in terms}
+    tasks = resolve_tasks(args.task or [], args)
+    grids = {label: descriptor_grid(label, utd, tasks, args) for label, utd in descriptors.items()}
+    composition = sum((c * descriptors[n] for n, c in terms), Composition(()))
+    if args.route == "lora":
+        from .transfer.lora import LoraRouteConfig, fit_lora
+
+        chosen = {k: v for k, v in (("rank", args.lora_rank), ("lr", args.lora_lr), ("epochs", args.lora_epochs),
+                                    ("max_steps", args.lora_steps)) if v is not None}
+        config = LoraRouteConfig(**chosen, ridge_b=args.ridge_b, seed=args.seed)
+        print(f"fitting the LoRA route on {target.family}: {json.dumps(config.describe())}")
+        return fit_lora(target, composition, list(grids.values()), config, progress=not args.quiet).scaled(args.strength)
+    from .transfer import OperatorBank
+
+    bank = OperatorBank(target, args.ridge_a, args.ridge_b, args.batch_size)
+    for grid in grids.values():
+        bank.add_grid(grid)
+    return bank.edit(composition, args.strength)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from .evaluate import accuracy
     from .transfer import Edit
 
-    tasks = resolve_tasks(_require(args.task, "--task"), args)
-    model = load_model(_require(args.family, "--family"), args.checkpoint, args)
+    tasks = resolve_tasks(args.task, args)
+    model = load_model(args.family, args.checkpoint, args)
     edit = Edit.load(args.edit) if args.edit else None
     rows = {}
     for name, task in tasks.items():
@@ -476,17 +477,14 @@ def benchmark_workspace_from_args(args: argparse.Namespace):
 
 
 def cmd_grid(args: argparse.Namespace) -> int:
-    from .evaluate.methods import method
     from .evaluate.ranks import rank_folder
 
-    for name in [*(args.methods or ()), *(n for n, _ in parse_method_cells(args.method_cells or []))]:
-        method(name)  # an unknown method is refused before any model loads
-    check_benchmark_options(args)
-    with rank_folder(_require(args.out, "--out")) as folder:  # locked before any model loads (on rank 0)
+    with rank_folder(args.out) as folder:  # locked before any model loads (on rank 0)
         return _grid(args, folder)
 
 
 def _grid(args: argparse.Namespace, folder) -> int:
+    from .data.specs import load_task
     from .evaluate.experiment import ExperimentConfig, run_experiment, selections
     from .evaluate.settings import DEFAULT_METHODS, CellSettings
     from .evaluate.workspace import zoo_workspace
@@ -512,7 +510,7 @@ def _grid(args: argparse.Namespace, folder) -> int:
             args.held_out = list(spec.make(seed=args.world_seed).trio)
     held_out = []
     for name in args.held_out or ():  # evaluation-only tasks join the workspace (never probed, never fine-tuned)
-        task = ws.tasks.get(name) or resolve_task(name, args)
+        task = ws.tasks.get(name) or load_task(name, task_options(args))
         ws.tasks.setdefault(task.name, task)
         held_out.append(task.name)
     lora.update({"ridge_b": ws.ridge_b, **{k: v for k, v in (("lr", args.lora_lr), ("epochs", args.lora_epochs),

@@ -1,6 +1,7 @@
 """Progress of long stages, one helper for the whole SDK: a tqdm bar when stderr is a terminal;
-otherwise (logs, CI, pipes) one line per stage when it ends, and only for stages that took at least
-`MIN_SECONDS`, instead of kilobytes of bar redraws. Under torch.distributed only rank 0 shows progress.
+otherwise (logs, CI, pipes) a line at every `STEP_PERCENT` of a stage of known length once it has run
+`MIN_SECONDS` (count, rate, time left), and one line when a stage of at least `MIN_SECONDS` ends, instead
+of kilobytes of bar redraws. Under torch.distributed only rank 0 shows progress.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import torch.distributed as dist
 from tqdm.auto import tqdm
 
 MIN_SECONDS = 2.0
+STEP_PERCENT = 10
 
 
 class LineProgress:
-    """tqdm's small interface (iterate, update, set_postfix, close, `with`) that writes one summary line at close."""
+    """tqdm's small interface (iterate, update, set_postfix, close, `with`) that writes a line every
+    `STEP_PERCENT` of `total` (after `min_seconds`) and a summary line at close."""
 
     def __init__(self, iterable: Iterable[Any] | None = None, desc: str = "", total: int | None = None,
                  disable: bool = False, min_seconds: float | None = None) -> None:
@@ -26,17 +29,31 @@ class LineProgress:
             total = len(iterable)  # type: ignore[arg-type]
         self.total, self.n, self.postfix, self.closed = total, 0, "", False
         self.started = time.perf_counter()
+        self.shown = 0  # the last percentage mark a line was written for
 
     def __iter__(self) -> Iterator[Any]:
         try:
             for item in self.iterable or ():
                 yield item
-                self.n += 1
+                self.update()
         finally:
             self.close()
 
     def update(self, n: int = 1) -> None:
         self.n += n
+        if self.disable or not self.total or self.n >= self.total:
+            return
+        mark = 100 * self.n // self.total // STEP_PERCENT * STEP_PERCENT
+        seconds = time.perf_counter() - self.started
+        if mark > self.shown and seconds >= self.min_seconds:
+            self.shown = mark
+            rate = self.n / seconds
+            left = (self.total - self.n) / rate
+            print(f"{self.desc or 'progress'}: {self.n}/{self.total} ({mark}%), {rate:.3g}/s, about {left:.0f} s left{self._postfix()}",
+                  file=sys.stderr, flush=True)
+
+    def _postfix(self) -> str:
+        return f" ({self.postfix})" if self.postfix else ""
 
     def set_postfix(self, ordered_dict: dict[str, Any] | None = None, refresh: bool = True, **kwargs: Any) -> None:
         self.postfix = ", ".join(f"{k}={v}" for k, v in {**(ordered_dict or {}), **kwargs}.items())
@@ -52,8 +69,7 @@ class LineProgress:
         if self.disable or seconds < self.min_seconds:
             return
         count = f"{self.n}/{self.total}" if self.total is not None else str(self.n)
-        postfix = f" ({self.postfix})" if self.postfix else ""
-        print(f"{self.desc or 'progress'}: {count} in {seconds:.1f} s{postfix}", file=sys.stderr, flush=True)
+        print(f"{self.desc or 'progress'}: {count} in {seconds:.1f} s{self._postfix()}", file=sys.stderr, flush=True)
 
     def __enter__(self) -> "LineProgress":
         return self

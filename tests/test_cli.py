@@ -252,7 +252,8 @@ def test_image_folder_task_specs(tmp_path):
     """`[NAME=]images:DIR` specs: a class-per-folder tree (seeded split) and a train/test tree."""
     from PIL import Image
 
-    from platonic_sdk.commands import resolve_task
+    from platonic_sdk.commands import task_options
+    from platonic_sdk.data.specs import TaskOptions, load_task
 
     colours = {"red": (220, 30, 30), "blue": (30, 30, 220)}
     for layout, splits in (("flat", [""]), ("split", ["train", "test"])):
@@ -263,12 +264,14 @@ def test_image_folder_task_specs(tmp_path):
                 for i in range(5):
                     Image.new("RGB", (8, 8), tuple(c - 10 * i for c in rgb)).save(folder / f"{i}.png")
     args = cli.build_parser().parse_args(["evaluate", "--data-root", str(tmp_path), "--template", "a {} square."])
-    flat = resolve_task("colours=images:flat", args)
+    options = task_options(args)  # the command line's options are the library's
+    assert options == TaskOptions(data_root=str(tmp_path), templates=("a {} square.",))
+    flat = load_task("colours=images:flat", options)
     assert flat.name == "colours" and flat.classnames == ("blue", "red") and flat.templates == ("a {} square.",)
     assert len(flat.train) + len(flat.test) == 10 and len(flat.test) == 2  # one test image of each class (20 %)
     red = np.asarray(flat.test.items[int(np.flatnonzero(flat.test.labels == 1)[0])])
     assert red[0, 0, 0] > red[0, 0, 2]  # labels follow the folders
-    split = resolve_task("images:split", args)
+    split = load_task("images:split", options)
     assert split.name == "split" and len(split.train) == len(split.test) == 10
     with pytest.raises(ps.PlatonicError, match="does not exist"):
-        resolve_task("images:nowhere", args)
+        load_task("images:nowhere", options)

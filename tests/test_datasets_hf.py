@@ -11,7 +11,8 @@ from PIL import Image
 
 datasets = pytest.importorskip("datasets")
 
-from platonic_sdk.commands import resolve_task  # noqa: E402
+from platonic_sdk.commands import task_options  # noqa: E402
+from platonic_sdk.data.specs import load_task  # noqa: E402
 from platonic_sdk.data import hf_task  # noqa: E402
 from platonic_sdk.data.audio import Waveform, read_audio, write_audio  # noqa: E402
 from platonic_sdk.errors import PlatonicError  # noqa: E402
@@ -56,7 +57,7 @@ def test_save_to_disk_with_train_and_test_splits(tmp_path, zoo_clip):
     assert task.classnames == tuple(NAMES) and (len(task.train), len(task.test)) == (6, 3)
     assert task.test.items.refs[0].content() == png(2) and task.test.items.paths[0].endswith("colours[test][0]")
     check(task, zoo_clip)
-    via_cli = resolve_task(f"c=hf:{tmp_path / 'colours'}", _args())
+    via_cli = load_task(f"c=hf:{tmp_path / 'colours'}", task_options(_args()))
     assert via_cli.name == "c" and via_cli.test.items.paths == task.test.items.paths
 
 

@@ -18,7 +18,8 @@ from dataset_layouts import (
 )
 
 from platonic_sdk import cli
-from platonic_sdk.commands import resolve_task
+from platonic_sdk.commands import task_options
+from platonic_sdk.data.specs import load_task
 from platonic_sdk.data import esc50_task, image_manifest_task, torchvision_task, urbansound8k_task
 from platonic_sdk.errors import PlatonicError
 from platonic_sdk.evaluate import accuracy
@@ -81,7 +82,7 @@ def test_torchvision_layouts_read_with_their_official_splits(tmp_path, zoo_clip,
         accuracy(zoo_clip, task)
     else:
         classified(task, zoo_clip, classes, sizes or (4, 2))
-    spec = resolve_task(f"mine=torchvision:{dataset}:{tmp_path / 'data'}", cli_args("--test-fraction", "0.34"))
+    spec = load_task(f"mine=torchvision:{dataset}:{tmp_path / 'data'}", task_options(cli_args("--test-fraction", "0.34")))
     assert spec.name == "mine" and spec.classnames == task.classnames and spec.templates == task.templates
     assert spec.test.items.paths == task.test.items.paths
 
@@ -129,7 +130,7 @@ def test_unknown_datasets_and_bad_specs_are_refused(tmp_path):
     with pytest.raises(PlatonicError, match="unknown torchvision dataset 'places365'"):
         torchvision_task("places365", tmp_path)
     with pytest.raises(PlatonicError, match="torchvision:DATASET:DIR"):
-        resolve_task(f"torchvision:{tmp_path}", cli_args())
+        load_task(f"torchvision:{tmp_path}", task_options(cli_args()))
     with pytest.raises(PlatonicError, match="coincide|same name"):
         imagenet = tmp_path / "in"
         imagenet_val(imagenet)
@@ -162,7 +163,7 @@ def test_image_csv_manifests_with_and_without_a_split_column(tmp_path, zoo_clip)
     plain = manifest(tmp_path / "plain.csv", [r[:2] for r in rows], header=("path", "label"))
     seeded = image_manifest_task(plain, test_fraction=0.25)
     assert (len(seeded.train), len(seeded.test)) == (9, 3)
-    via_cli = resolve_task("mine=csv:split.csv", cli_args("--data-root", str(tmp_path)))  # `csv:` reads image manifests too
+    via_cli = load_task("mine=csv:split.csv", task_options(cli_args("--data-root", str(tmp_path))))  # `csv:` reads image manifests too
     assert via_cli.name == "mine" and via_cli.test.items.paths == task.test.items.paths
 
 
@@ -176,7 +177,7 @@ def test_image_manifest_errors_name_the_column(tmp_path):
         image_manifest_task(odd)
     mixed = manifest(tmp_path / "mixed.csv", [("a.png", "x", "train"), ("b.wav", "y", "test")])
     with pytest.raises(PlatonicError, match="neither only images"):
-        resolve_task(f"csv:{mixed}", cli_args())
+        load_task(f"csv:{mixed}", task_options(cli_args()))
 
 
 # ------------------------------------------------------------------ ESC-50 and UrbanSound8K
@@ -195,7 +196,7 @@ def test_esc50_and_urbansound8k_layouts_keep_their_folds(tmp_path, zoo_clap):
     assert task.classnames == ("chirping birds", "dog") and len(task.test) == 2 and len(task.train) == 8
     assert all(Path(p).name.startswith("5-") for p in task.test.items.paths)
     assert 0 <= accuracy(zoo_clap, task) <= 100
-    assert resolve_task(f"esc50:{esc}", cli_args()).test.items.paths == task.test.items.paths
+    assert load_task(f"esc50:{esc}", task_options(cli_args())).test.items.paths == task.test.items.paths
 
     us = tmp_path / "UrbanSound8K"
     urbansound8k(us)

@@ -26,7 +26,12 @@ class CellMethod:
     max_cells: int | None = None
 
 
-METHODS: NamedRegistry[CellMethod] = NamedRegistry("cell method", listing="registered", replaceable=False)
+# the built-in methods by name, with the module that registers them (a merge method registered later gets
+# its weight_space_<name> method when that module loads)
+_BUILTIN_NAMES = ("zero_shot", "random_utd", "single_a", "single_b", "closed_form", "oracle", "weight_space",
+                  *(f"weight_space_{m}" for m in ("task_arithmetic", "ties", "dare", "tsv", "iso_c")), "lora", "label_reference")
+METHODS: NamedRegistry[CellMethod] = NamedRegistry("cell method", listing="registered", replaceable=False,
+                                                   lazy=dict.fromkeys(_BUILTIN_NAMES, BUILTIN))
 
 
 def register_method(name: str, fn: MethodFn, label: str | None = None, kinds: Sequence[str] = ("addition", "negation"),
@@ -35,8 +40,16 @@ def register_method(name: str, fn: MethodFn, label: str | None = None, kinds: Se
     return METHODS.register(name, CellMethod(name, fn, label or name, tuple(kinds), max_cells))
 
 
+def method_name(name: str) -> str:
+    """`name` checked against the known methods without loading them (but a weight_space_<merge method>,
+    which exists once the built-in methods load); PlatonicError with the nearest and the registered ones."""
+    if name.startswith("weight_space_") and METHODS.canonical(name) is None:
+        importlib.import_module(BUILTIN)
+    return METHODS.check(name)
+
+
 def method(name: str) -> CellMethod:
-    """The registered method `name`, or PlatonicError listing the registered ones."""
-    if name not in METHODS:
+    """The registered method `name` (the built-in ones load on first use), or PlatonicError listing the registered ones."""
+    if METHODS.canonical(name) is None:
         importlib.import_module(BUILTIN)
     return METHODS.lookup(name)

@@ -12,7 +12,9 @@ from typing import Any, Callable, Mapping
 
 import attrs
 
+from ..data.specs import NAMED, NamedTasks, TaskOptions
 from ..named_registry import NamedRegistry
+from ..tasks import Task
 
 
 @attrs.frozen
@@ -46,3 +48,20 @@ def world_spec(name: str) -> WorldSpec:
 def world_names() -> list[str]:
     """The registered worlds and the built-in ones (loaded or not), sorted."""
     return WORLDS.names()
+
+
+def _world(name: str, options: TaskOptions) -> Any:
+    sizes = {k: v for k, v in (("train_per_class", options.train_per_class), ("test_per_class", options.test_per_class)) if v is not None}
+    return world_spec(name).make(seed=options.world_seed, **sizes)  # unset sizes: the world's
+
+
+def _task_names(options: TaskOptions) -> list[str]:
+    return [t for w in world_names() for t in _world(w, options).task_names]
+
+
+def _task(name: str, options: TaskOptions) -> Task:
+    worlds = (_world(w, options) for w in world_names())
+    return next(world.task(name) for world in worlds if name in world.task_names)
+
+
+NAMED.register("worlds", NamedTasks(_task_names, _task))  # task specs may name any world's task
