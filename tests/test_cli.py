@@ -170,6 +170,40 @@ def test_bank_edit_evaluate_chain(descriptors, capsys):
     in_process(capsys, work, "evaluate", "no_such_folder", "--family", "clip", "--checkpoint", "no_such_folder", "--task", "small_shapes", *WORLD)
 
 
+def test_edit_route_lora_writes_the_edit_and_a_peft_folder_that_python_fits_alike(descriptors, capsys):
+    """`platonic edit --route lora` is fit_lora on the descriptors' grids, scaled by --strength, saved twice."""
+    from platonic_sdk.edits.lora_edit import LoraEdit
+    from platonic_sdk.transfer.lora import LoraRouteConfig, fit_lora
+
+    work = descriptors
+    old = Path.cwd()
+    os.chdir(work)
+    try:
+        status = cli.main(["edit", "--route", "lora", "--family", "clip", "--checkpoint", "clip_pre", "--add", "a.safetensors",
+                           "--strength", "0.5", "--lora-steps", "3", "--lora-rank", "2", *WORLD, "-o", "lora.safetensors",
+                           "--adapter-dir", "lora_adapter"])
+    finally:
+        os.chdir(old)
+    assert status == 0 and "peft adapter folder lora_adapter" in capsys.readouterr().out
+    target = ps.load("clip", str(work / "clip_pre"))
+    utd = UTD.load(work / "a.safetensors")
+    grid = ImageWorld(train_per_class=4, test_per_class=3).task("small_shapes").grid(2, 0)
+    by_hand = fit_lora(target, utd, [grid], LoraRouteConfig(rank=2, max_steps=3, ridge_b=ps_ridge_b()), progress=False).scaled(0.5)
+    saved, folder = Edit.load(work / "lora.safetensors"), LoraEdit.from_pretrained(str(work / "lora_adapter"), target)
+    for edit in (saved, folder):
+        assert edit.strength == 0.5 and set(edit.factors) == set(by_hand.factors)
+        for name, (b, a) in by_hand.factors.items():
+            got_b, got_a = edit.factors[name]
+            assert torch.allclose(got_b @ got_a * edit.lora_alpha, b @ a * by_hand.lora_alpha, atol=1e-6)
+    in_process(capsys, work, "edit", "--bank holds closed-form operators", "--route", "lora", "--bank", "bank.safetensors", "--add", "a")
+
+
+def ps_ridge_b() -> float:
+    from platonic_sdk.ridge import RIDGE_B
+
+    return RIDGE_B
+
+
 GRID_TOML = """
 seed = 0
 [grid]

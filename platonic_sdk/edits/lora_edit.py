@@ -122,6 +122,8 @@ class LoraEdit(Edit):
             prefix, family, checkpoint = self.meta["media_prefix"], self.meta.get("target_family"), self.meta.get("target_checkpoint")
         else:
             raise PlatonicError("this LoRA edit does not record the encoder it was fitted on; pass encoder= to save_pretrained")
+        if checkpoint and os.path.isdir(checkpoint):  # a local folder: recorded so that any working directory finds it
+            checkpoint = os.path.abspath(checkpoint)
         record = {"kind": self.kind, "family": family, "media_prefix": prefix, **self.metadata()}
         factors = {_full_name(prefix, n): f for n, f in self.factors.items()}
         write_adapter(folder, Adapter(factors, self.rank, self.strength * self.lora_alpha, checkpoint, record))
