@@ -2,7 +2,7 @@
 
     z = a + W_2 u + b_2,   u = act(W_1 LN(a) + b_1),   a = attention-pooled probe token,
 
-so the last affine is a residual head at `vision_model.head.mlp.fc2` (METHOD.md sec. 4).
+so the last affine is a residual head at `vision_model.head.mlp.fc2` (docs/method.md sec. 4).
 SigLIP2 has two layouts: fixed-resolution checkpoints are `model_type: "siglip"` (a SiglipModel with a
 Gemma tokenizer); NaFlex checkpoints are `Siglip2Model`, fed patchified pixels with a patch mask and
 per-image patch-grid shapes. The loader reads config.json to pick.

@@ -80,7 +80,7 @@ def main() -> None:
     print(f"{'task':<16} {'deployed':>9} {'edited':>9}")
     for n in names:
         print(f"{n:<16} {before[n]:>9.2f} {after[n]:>9.2f}")
-    # the fit on the probe grids, L(E) of METHOD sec. 3 (sum over grids of ||UTD[E] - U||^2 / M): it moves at any size
+    # the fit on the probe grids, L(E) of docs/method.md sec. 3 (sum over grids of ||UTD[E] - U||^2 / M): it moves at any size
     composition = utds[TASKS[0]] + utds[TASKS[1]]
     unedited = composition.objective({gid: 0 * u for gid, (_, u) in composition.by_grid().items()})
     print(f"transfer loss on the probe grids: {unedited:.4g} unedited -> {bank.objective(composition, edit.operator, args.strength):.4g} edited")

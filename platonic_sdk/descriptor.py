@@ -172,7 +172,7 @@ class Term:
 
 @attrs.frozen
 class Composition:
-    """Signed sum of descriptor terms; each term stays on its own grid (METHOD sec. 3)."""
+    """Signed sum of descriptor terms; each term stays on its own grid (docs/method.md sec. 3)."""
 
     terms: tuple[Term, ...]
 

@@ -275,7 +275,7 @@ def first_order_change(S: Tensor, Z: Tensor, A: Tensor, G: Tensor) -> Tensor:
     """d/dc of <normalize(z + c A s), g> at strength c = 0, per probe and landmark (P x M).
 
     With D = (S A^T) / ||z|| and f = z / ||z||: D G^T - (rowsum(D * f)) (f G^T). The solve fits only
-    the first term (METHOD sec. 4); the second is the renormalisation's radial correction.
+    the first term (docs/method.md sec. 4); the second is the renormalisation's radial correction.
     """
     norms = Z.norm(dim=1, keepdim=True)
     D = (S @ A.to(S.dtype).T) / norms

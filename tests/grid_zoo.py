@@ -3,7 +3,7 @@
 Models: "clip" and "clip_b" (two CLIPModels of one architecture, different seeds), "siglip" (a
 residual-head site) and "wide" (a MetaCLIP-family CLIPModel of another width). A "fine-tune" is a
 second checkpoint of the same model (media-tower weights moved by seeded noise, text tower frozen),
-which METHOD.md sec. 6 accepts as a descriptor source.
+which docs/method.md sec. 6 accepts as a descriptor source.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The paper's studies as data (METHOD.md sec. 1, 8, 10): `paper-image` and `paper-audio`.
+"""The paper's studies as data (docs/method.md sec. 1, 8, 10): `paper-image` and `paper-audio`.
 
 paper-image: six image-text families, eight tasks, two control sets of 10 images per class, the
 authors' one template per task. Every torchvision dataset is read from one torchvision root (the
@@ -48,7 +48,7 @@ CIFAR100_NAMES = (
     "streetcar", "sunflower", "sweet pepper", "table", "tank", "telephone", "television", "tiger", "tractor", "train", "trout",
     "tulip", "turtle", "wardrobe", "whale", "willow tree", "wolf", "woman", "worm",
 )
-CONTROL_PER_CLASS = 10  # METHOD.md sec. 8: CIFAR-100 and ImageNet-val, 10 images per class
+CONTROL_PER_CLASS = 10  # docs/method.md sec. 8: CIFAR-100 and ImageNet-val, 10 images per class
 
 PAPER_IMAGE = register_benchmark(Benchmark(
     name="paper-image",

@@ -1,11 +1,11 @@
-"""The authors' prompts that readers and the paper's benchmarks share (METHOD.md sec. 1): one template per
+"""The authors' prompts that readers and the paper's benchmarks share (docs/method.md sec. 1): one template per
 task, and the class names of datasets whose files carry none (GTSRB's numbered folders, digits)."""
 
 from __future__ import annotations
 
 from ..tasks import DEFAULT_TEMPLATE
 
-# The authors' one template per task (METHOD.md sec. 1); every other task: "a photo of a {}."
+# The authors' one template per task (docs/method.md sec. 1); every other task: "a photo of a {}."
 TEMPLATES = {
     "eurosat": "a centered satellite photo of {}.",
     "dtd": "a photo of a {} texture.",

@@ -2,7 +2,7 @@
 
 `torchvision_task(name, root)` reads DATASET under `root` as torchvision's `download=False` finds it, with
 the dataset's official train/test split where it has one (a seeded per-class split otherwise) and the
-authors' template for the task (METHOD.md sec. 1). File-backed sets hold `ImageFile` references;
+authors' template for the task (docs/method.md sec. 1). File-backed sets hold `ImageFile` references;
 array-backed sets (MNIST, SVHN, CIFAR-100) hold `items.Row` references into their one array.
 
 EuroSAT, DTD, GTSRB, MNIST, StanfordCars and SUN397 are read through torchvision's own classes (their

@@ -2,7 +2,7 @@
 task, and the benchmark's controls and held-out set (evaluation only).
 
 Fine-tunes live in one folder as `<family>/<task>.safetensors` task vectors (what `platonic finetune -o`
-writes). A missing one is made once with the family's recipe (METHOD sec. 6) and saved there (under
+writes). A missing one is made once with the family's recipe (docs/method.md sec. 6) and saved there (under
 torchrun the missing ones are dealt over the ranks); every run then reads the files, so a rerun resumes on the same weights. A file made with another recipe or
 on other train data (file stamps) is refused, naming it.
 """

@@ -2,7 +2,7 @@
 
 Every number is a mean over cells of percent accuracies. Per kind and cell group, each method's
 row gives task A, task B (negation: the removed task), each control set and the control mean;
-the paper's layout (METHOD.md sec. 9). A figure that contradicts the paper's claim (similarity ratio
+the paper's layout (docs/method.md sec. 9). A figure that contradicts the paper's claim (similarity ratio
 below 1, addition gain at or below zero, a negation that spares its task) is said so in words beside it.
 """
 
@@ -143,7 +143,7 @@ def control_drops(entry: Mapping[str, Any], kind: str) -> dict[str, float]:
     return out
 
 
-# The paper's figures that a contradicting run is measured against (METHOD.md sec. 2 and 9).
+# The paper's figures that a contradicting run is measured against (docs/method.md sec. 2 and 9).
 PAPER_RATIO = 0.473 / 0.227
 PAPER_GAINS = {"task_a": 79.08 - 60.98, "task_b": 72.60 - 60.98}
 PAPER_REMOVED_DROP = 60.98 - 25.76
@@ -377,6 +377,6 @@ def render(summary: dict[str, Any], title: str = "platonic grid", studies: Mappi
     said = [line for lines in contradictions(summary["checks"]).values() for line in lines]
     parts.append("## Figures\n\n" + table(["figure", "value"], [[k, v] for k, v in summary["checks"].items()])
                  + "".join(f"\n\n{line}" for line in said))
-    parts.append("## Paper reference (ViT-L scale, real data, 3,360 cross-family cells; METHOD.md sec. 9)\n\n" + PAPER_ADDITION)
+    parts.append("## Paper reference (ViT-L scale, real data, 3,360 cross-family cells; docs/method.md sec. 9)\n\n" + PAPER_ADDITION)
     parts.append(table(["stage", "wall time (s)"], [[k, v] for k, v in summary.get("timings", {}).items()]))
     return "\n\n".join(parts) + "\n"

@@ -3,7 +3,7 @@ descriptors agree across tasks?
 
 Same task, different models: cosines of flattened UTDs on the task's own grid. Same model,
 different tasks: the shapes differ, so each fine-tune's UTD is recomputed on the union grid (all
-tasks' probes, or the first k of each, x all tasks' prompts, METHOD sec. 11); the heatmap shows
+tasks' probes, or the first k of each, x all tasks' prompts, docs/method.md sec. 11); the heatmap shows
 that union matrix. Beside the raw figures stand those of centred descriptors: own-grid UTDs
 row-centred, union UTDs centred within each task's block of prompts (what no zero-shot prediction sees).
 """

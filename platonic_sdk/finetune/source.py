@@ -1,4 +1,4 @@
-"""Source fine-tuning (METHOD sec. 6): where descriptors come from.
+"""Source fine-tuning (docs/method.md sec. 6): where descriptors come from.
 
 The media tower of any `DualEncoder` is trained on a task's train split with cross-entropy over the
 frozen zero-shot head, logits = s * <f(x), g_c> (landmarks g_c computed once; the text tower never
@@ -37,7 +37,7 @@ def _mode(_inst: Any, _attribute: attrs.Attribute, value: str) -> None:
 
 @attrs.frozen
 class FinetuneConfig:
-    """Source fine-tuning recipe; defaults are the authors' (METHOD sec. 6). Tiny models may need more lr/epochs."""
+    """Source fine-tuning recipe; defaults are the authors' (docs/method.md sec. 6). Tiny models may need more lr/epochs."""
 
     mode: Literal["lora", "full"] = attrs.field(default="lora", validator=_mode)
     rank: int = attrs.field(default=4, validator=positive)

@@ -156,7 +156,7 @@ class OperatorBank:
         return OperatorEdit(self.operator(composition, centre, anchors), strength, self.site_kind, info, self.binding)
 
     def objective(self, composition: Composition, A: Tensor, strength: float) -> float:
-        """Transfer loss L(E) of METHOD sec. 3 for the folded edit (`strength` A), measured on the cached grids."""
+        """Transfer loss L(E) of docs/method.md sec. 3 for the folded edit (`strength` A), measured on the cached grids."""
         achieved = {gid: self.state(gid).achieved(A, strength) for gid in composition.by_grid()}
         return composition.objective(achieved)
 

@@ -1,4 +1,4 @@
-"""LoRA route (METHOD sec. 5): fit LoRA on the target's media tower so its UTDs match a composition.
+"""LoRA route (docs/method.md sec. 5): fit LoRA on the target's media tower so its UTDs match a composition.
 
 With f_E the edited target, f_pre the unedited one and landmarks g from the frozen text tower,
 
@@ -39,7 +39,7 @@ from ..training.orthoreg import OrthoReg, lora_updates
 
 @attrs.frozen
 class LoraRouteConfig:
-    """LoRA-route recipe; defaults are the paper's (METHOD sec. 5)."""
+    """LoRA-route recipe; defaults are the paper's (docs/method.md sec. 5)."""
 
     rank: int = attrs.field(default=16, validator=positive)
     lora_alpha: float = attrs.field(default=32.0, validator=positive)

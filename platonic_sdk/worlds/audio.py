@@ -4,7 +4,7 @@ Pretraining clips (1 s at 8 kHz) are tones of six timbres in three registers wit
 1-4 notes and occasional pitch glides, and single bursts of white/pink/brown noise, all with a flat
 spectrum. Each task takes one attribute as its label and moves the clips off the pretraining
 distribution in a way that changes how the attribute reads out rather than whether it is encoded
-(METHOD.md sec. 11), so the zoo's zero-shot failure lies in the readout:
+(docs/method.md sec. 11), so the zoo's zero-shot failure lies in the readout:
 
 - noise under a +2 dB/octave brightening tilt, one burst or 2-4 bursts (pretraining has one): the
   label *is* the spectral slope (pink -3, brown -6 dB/octave), and the tilt shifts every colour
@@ -284,18 +284,18 @@ AUDIO_ZOO: tuple[ZooMember, ...] = (
 )
 AUDIO_CORPUS_SIZE = 20_000
 AUDIO_PRETRAIN = PretrainConfig(steps=1000, batch_size=64, lr=2e-3)
-# Source fine-tuning of the shipped zoo: rank-4 LoRA on HTSAT's q/v (METHOD sec. 6), lr and epochs
+# Source fine-tuning of the shipped zoo: rank-4 LoRA on HTSAT's q/v (docs/method.md sec. 6), lr and epochs
 # raised for models trained from scratch, as the image zoo's (10 epochs at 5e-3). The authors' 3 epochs
 # at lr 2e-3 moved the transposed-register task by 6-12 points (two members, world seed 0); 10 epochs at
 # 5e-3 fit its train split (100%) and reach 97-99% on test.
 AUDIO_FINETUNE = dict(rank=4, lora_alpha=8.0, epochs=10, lr=5e-3, batch_size=32, weight_decay=0.01)
 AUDIO_ZOO_RECIPE = ZooRecipe("audio", lambda: AudioWorld(seed=0), AUDIO_ZOO, AUDIO_ZOO_DIR, AUDIO_CORPUS_SIZE, AUDIO_PRETRAIN,
                              AUDIO_FINETUNE, half=True)
-# The world's settings. Ridge factors (METHOD sec. 11: the landmark ridge mu_b is the control lever
+# The world's settings. Ridge factors (docs/method.md sec. 11: the landmark ridge mu_b is the control lever
 # with tiny text towers). mu_b was chosen on world seed 0 by task figures alone, never the controls:
 # 1.0 and 0.3 (relative) missed issue 15's negation threshold (removed-task drop 6.2 and 8.5, >= 10
 # asked), so 0.1. The controls pay for it (docs/method.md, "Evaluation").
-# The LoRA route's optimiser on this world: METHOD sec. 5's 20 epochs (100-120 steps here; an audio step
+# The LoRA route's optimiser on this world: docs/method.md sec. 5's 20 epochs (100-120 steps here; an audio step
 # costs ~5 image steps), lr chosen on the training loss alone as for the image world: with the landmark
 # ridge the matching loss ends at 0.75 / 0.69 / 0.65 of its start at lr 3e-4 / 1e-3 / 3e-3 (seed 0,
 # three addition cells, on the previous zoo).

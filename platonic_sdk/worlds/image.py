@@ -3,7 +3,7 @@
 Pretraining scenes are single shapes (8 shapes x 8 colours x 4 fill patterns, 5 places, 3 backgrounds),
 small groups of 2-4 shapes, and glyphs (digits, letters). Each task takes one attribute as its label
 and moves the pictures off the pretraining distribution in a way that mostly changes how the
-attribute reads out, not whether it is encoded (METHOD.md sec. 11): an unseen tint, unseen pattern
+attribute reads out, not whether it is encoded (docs/method.md sec. 11): an unseen tint, unseen pattern
 periods, unseen sizes. One task uses real handwritten digits (scikit-learn's bundled 8 x 8 set).
 Every item is a pure function of (world seed, stream, index): the same seed gives the same bytes.
 """
@@ -372,12 +372,12 @@ class ImageWorld(SeededWorld):
         return out
 
 
-# The world's settings. Ridge factors (METHOD sec. 11; the library keeps the paper's 1e-2 / 1e-6 as defaults).
+# The world's settings. Ridge factors (docs/method.md sec. 11; the library keeps the paper's 1e-2 / 1e-6 as defaults).
 # Tiny text towers give nearly collinear landmarks: at mu_b = 1e-6 the solve amplifies the directions
 # that separate them and the control loses ~19 points. Chosen on world seed 0 (checked on seeds 1, 2):
 # mu_b = 0.5 and mu_a = 0.1 (relative) keep the addition control within ~2.5 points; lower values
 # raise task gains and control losses together (see the issue note's sweep).
-# The LoRA route's optimiser on this world. METHOD sec. 5 (lr 3e-4, 20 epochs capped at 540 steps) is
+# The LoRA route's optimiser on this world. docs/method.md sec. 5 (lr 3e-4, 20 epochs capped at 540 steps) is
 # sized for ViT-L; here a cell's grids hold 120-240 probes, so 20 epochs are 40-160 steps and, with
 # the landmark ridge, the matching loss ends at 0.77 of its start (seed 0, four addition cells). Chosen
 # on that training loss alone: lr 1e-3 / 2e-3 / 3e-3 for 100 epochs end at 0.52 / 0.49 / 0.47; lr 3e-3

@@ -7,7 +7,7 @@ The loop talks to the model only through the DualEncoder protocol (`preprocess`,
 - ``sigmoid`` (SigLIP-like): mean over pairs of -log sigmoid(y_ij (t * cos_ij + b)), y = +-1.
 
 Pairs with identical captions count as positives in both (soft targets for the softmax), which keeps
-a small-vocabulary world from pushing equal descriptions apart (a cause of SigLIP collapse, METHOD sec. 11).
+a small-vocabulary world from pushing equal descriptions apart (a cause of SigLIP collapse, docs/method.md sec. 11).
 """
 
 from __future__ import annotations

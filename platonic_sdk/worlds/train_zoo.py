@@ -4,7 +4,7 @@
 
 Everything comes from the world's `ZooRecipe` (image: `zoo.ZOO_RECIPE`, audio:
 `audio.AUDIO_ZOO_RECIPE`): members are pretrained on the corpus of world seed 0 with their family's
-loss, then fine-tuned on every transfer task with rank-4 LoRA (METHOD sec. 6); each fine-tune's
+loss, then fine-tuned on every transfer task with rank-4 LoRA (docs/method.md sec. 6); each fine-tune's
 media-tower task vector is stored in fp16.
 """
 

@@ -6,7 +6,7 @@ so `python -m platonic_sdk.worlds.train_zoo` rebuilds what ships (about 5 min pe
 CPU core). Five families, five widths: clip (ViT 3x64, d=64), siglip (ViT 3x48 with its attention-pool
 residual head, d=48, sigmoid loss), openclip (ViT 2x64, d=80), metaclip (ViT 2x96, d=96), evaclip
 (timm EVA02 3x48, d=56). Members load through the family adapters (`member("clip")`, or `platonic_sdk.load(family,
-folder)`); fine-tunes are fp16 media-tower task vectors (rank-4 LoRA merged, METHOD sec. 6) applied
+folder)`); fine-tunes are fp16 media-tower task vectors (rank-4 LoRA merged, docs/method.md sec. 6) applied
 to a copy of the member (`finetuned("clip", "amber_shapes")`).
 """
 
@@ -67,7 +67,7 @@ ZOO: tuple[ZooMember, ...] = (
 )
 CORPUS_SIZE = 40_000
 PRETRAIN = PretrainConfig(steps=1500, batch_size=128)
-# Rank-4 LoRA on q/v (METHOD sec. 6) with a higher lr and more epochs for models trained from scratch.
+# Rank-4 LoRA on q/v (docs/method.md sec. 6) with a higher lr and more epochs for models trained from scratch.
 # The CE's temperature is CLIP's initial 1/0.07 (the pretraining loop's start; the loop does not keep
 # the learned one), not the 100 of a converged CLIP: at 100 the tiny models fit each task with small
 # cosine changes, and their descriptors (and every transfer) shrink accordingly.
