@@ -42,20 +42,29 @@ def _one_task(args: argparse.Namespace) -> str:
     return specs[0]
 
 
+def _require_all(args: argparse.Namespace, *options: str) -> None:
+    """Each of `options` (e.g. "--family") is given."""
+    for option in options:
+        _require(getattr(args, option.lstrip("-").replace("-", "_")), option)
+
+
 def _check_finetune(args: argparse.Namespace) -> None:
-    _require(args.family, "--family"), _one_task(args), _require(args.output, "--output")
+    _require_all(args, "--family")
+    _one_task(args)
+    _require_all(args, "--output")
 
 
 def _check_utd(args: argparse.Namespace) -> None:
-    _require(args.family, "--family"), _one_task(args)
+    _require_all(args, "--family")
+    _one_task(args)
     if [bool(args.ft_checkpoint), bool(args.ft_adapter), bool(args.finetune)].count(True) != 1:
         raise PlatonicError("give exactly one of --ft-checkpoint (a fine-tuned checkpoint or task-vector file), "
                             "--ft-adapter (a peft LoRA folder) or --finetune (fine-tune here)")
-    _require(args.output, "--output")
+    _require_all(args, "--output")
 
 
 def _check_bank(args: argparse.Namespace) -> None:
-    _require(args.family, "--family"), _require(args.descriptor, "--descriptor"), _require(args.output, "--output")
+    _require_all(args, "--family", "--descriptor", "--output")
 
 
 def _check_edit(args: argparse.Namespace) -> None:
@@ -65,7 +74,6 @@ def _check_edit(args: argparse.Namespace) -> None:
     if args.route == "lora":
         if args.bank:
             raise PlatonicError("--route lora fits LoRA from descriptor files; --bank holds closed-form operators")
-        _require(args.adapter_dir, "--adapter-dir (the peft adapter folder --route lora writes)")
     elif args.adapter_dir:
         raise PlatonicError("--adapter-dir is written by --route lora")
     if not (args.output or args.save_model or args.adapter_dir):
@@ -73,7 +81,7 @@ def _check_edit(args: argparse.Namespace) -> None:
 
 
 def _check_evaluate(args: argparse.Namespace) -> None:
-    _require(args.family, "--family"), _require(args.task, "--task")
+    _require_all(args, "--family", "--task")
 
 
 def _check_grid(args: argparse.Namespace) -> None:
@@ -82,10 +90,13 @@ def _check_grid(args: argparse.Namespace) -> None:
     for name in [*(args.methods or ()), *(n for n, _ in parse_method_cells(args.method_cells or []))]:
         method_name(name)
     check_benchmark_options(args)
-    _require(args.out, "--out")
+    if not (args.benchmark or args.models):
+        _check_demo(args)
+    _require_all(args, "--out")
 
 
 def _check_demo(args: argparse.Namespace) -> None:
+    """--world names a registered world (its canonical spelling)."""
     from .worlds.registry import WORLDS
 
     args.world = WORLDS.check(args.world)
