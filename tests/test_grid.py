@@ -83,7 +83,7 @@ def test_cell_numbers_equal_real_folded_models(ws, models, tasks):
         # an independent descriptor: two forward passes through the public API
         descriptors.append(UTD.compute(models[source], ws.finetuned[(source, task)], grid))
     names = [*cell.tasks, CONTROL]
-    # the labelled ceiling by hand: one-hot of each probe's train label minus 1/M, scaled to the descriptor's norm
+    # the labelled reference by hand: one-hot of each probe's train label minus 1/M, scaled to the descriptor's norm
     labelled = []
     for task, d in zip(cell.tasks, descriptors):
         grid = tasks[task].grid(ws.per_class, ws.grid_seed)

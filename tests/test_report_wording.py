@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from PIL import Image
 
 from platonic_sdk.evaluate import report
 
@@ -25,14 +26,15 @@ def _summary(ratio: float, gain_a: float, removed_drop: float) -> dict:
     return summary
 
 
-def test_agreeing_figures_say_nothing_and_the_ceiling_share_is_reported():
+def test_agreeing_figures_say_nothing_and_the_reference_share_is_reported():
     s = _summary(ratio=2.5, gain_a=5.0, removed_drop=20.0)
     assert report.contradictions(s["checks"]) == {}
-    assert s["checks"]["addition_share_of_label_ceiling"] == pytest.approx((5.0 + 10.0) / (20.0 + 20.0))
-    assert s["checks"]["negation_share_of_label_ceiling"] == pytest.approx(20.0 / 40.0)
+    assert s["checks"]["addition_share_of_label_reference"] == pytest.approx((5.0 + 10.0) / (20.0 + 20.0))
+    assert s["checks"]["negation_share_of_label_reference"] == pytest.approx(20.0 / 40.0)
     assert s["checks"]["negation_control_drop_control_x"] == pytest.approx(4.0)
     text = report.cells_section(s, "addition", "cross-family", 0.5) + report._said(s, "addition")
-    assert "Contradicts" not in text and "reach 38% of its gain." in text and "labelled ceiling" in text and "no ceiling" not in text
+    assert "Contradicts" not in text and "reaches 38% of its gain." in text and "labelled reference" in text
+    assert "ceiling" not in text.replace("no ceiling", "")  # a reference, never called a ceiling
 
 
 def test_each_contradiction_is_said_beside_its_figure():
@@ -53,8 +55,146 @@ def test_a_gain_of_exactly_zero_and_a_ratio_just_below_one_are_contradictions():
     assert set(said) == {"addition", "similarity"}
 
 
-def test_a_reference_that_the_transfer_beats_is_called_no_ceiling():
+def test_a_reference_that_the_transfer_beats_is_said_to_be_passed():
     s = _summary(ratio=2.5, gain_a=30.0, removed_drop=20.0)  # gains 30 + 10 against the reference's 20 + 20
-    assert "reach 100% of its gain." in report._said(s, "addition")
+    assert "reaches 100% of its gain." in report._said(s, "addition")
     s = _summary(ratio=2.5, gain_a=35.0, removed_drop=20.0)
-    assert "reach 112% of its gain: above 100%, so on this run it is no ceiling" in report._said(s, "addition")
+    assert "reaches 112% of its gain: more than the reference itself" in report._said(s, "addition")
+
+
+# ---------------------------------------------------------------- counts, shares, the closing reference
+def test_fresh_and_resumed_cells_are_worded_for_what_happened():
+    assert report.cells_run({"records": 1026, "resumed": 0, "passes": 1042}) == (
+        "1026 cells from 1042 passes (a pass runs one cell with a set of methods): all run fresh, none resumed")
+    assert report.cells_run({"records": 1, "resumed": 1, "passes": 1}).endswith("1 cell from 1 pass (a pass runs one cell with a set "
+                                                                                 "of methods): all resumed from cells.jsonl, none run fresh")
+    assert report.cells_run({"records": 8, "resumed": 3, "passes": 9}).endswith(": 6 run fresh, 3 resumed from cells.jsonl")
+
+
+def test_counts_are_singular_or_plural_as_they_should_be():
+    assert [report.plural(n, "cell") for n in (0, 1, 2)] == ["0 cells", "1 cell", "2 cells"]
+    assert report.plural(1, "pass", "passes") == "1 pass" and report.plural(3, "pass", "passes") == "3 passes"
+    s = _summary(ratio=2.5, gain_a=5.0, removed_drop=20.0)
+    s["addition"]["cells"] = 1
+    assert "strength 0.5 (1 cell)\n" in report.cells_section(s, "addition", "cross-family", 0.5)
+    assert "(2 cells)" in report.cells_section(s, "negation", "cross-family", 1.0)
+    held = {"related": ["a", "b"], "task": "c", "records": 1, "zero_shot": 50.0, "closed_form": 55.0, "control_zero_shot": 70.0,
+            "control_closed_form": 69.0, "per_target": {"clip": {"zero_shot": 50.0, "closed_form": 55.0}}}
+    assert "1 target x source pair)" in report.held_out_section(held)
+
+
+def test_every_method_shows_its_share_of_the_labelled_reference():
+    s = _summary(ratio=2.5, gain_a=5.0, removed_drop=20.0)
+    add = report.cells_section(s, "addition", "cross-family", 0.5)
+    header = next(line for line in add.splitlines() if line.startswith("| method"))
+    assert header.split(" | ")[-2] == "share of labelled reference"
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[-2] for line in add.splitlines() if line.startswith("| ") and line != header}
+    assert rows["zero-shot"] == "-" and rows["ours, closed form"] == "38%" and rows["labelled reference (probe labels, not the method)"] == "-"
+    neg = report.cells_section(s, "negation", "cross-family", 1.0)
+    assert "| ours, closed form | 30.00 | 66.00 | 66.00 | 50% | 2 |" in neg  # drop 20 of the reference's 40
+    assert "ceiling" not in add + neg
+    del s["addition"]["label_reference"]  # without the reference, no column
+    assert "share of labelled reference" not in report.cells_section(s, "addition", "cross-family", 0.5)
+
+
+def _config(families, benchmark=None):
+    return {"families": families, "describe": {"benchmark": f"{benchmark}: ..."} if benchmark else {}}
+
+
+def test_each_benchmark_ends_with_its_own_papers_figures():
+    image = report.paper_reference({"config": _config(["clip"], "paper-image"), "checks": {}})
+    assert "## The image paper's reference figures (docs/method.md sec. 9)" in image and "| ours, closed form | 79.08 |" in image
+    assert "not the paper's study" not in image and "60.98 -> 25.76" in image
+    audio = report.paper_reference({"config": _config(["clap-general"], "paper-audio"), "checks": {}})
+    assert audio.startswith("## The audio paper's reference figures (docs/method.md sec. 9)")
+    assert "states no figure" in audio and "CIFAR" not in audio and "ImageNet" not in audio and "|" not in audio
+    world = report.paper_reference({"config": _config(["clip", "siglip"]), "checks": {}})  # the image world: figures for orientation
+    assert "not the paper's study" in world and "audio paper" not in world
+    assert "CIFAR" not in report.paper_reference({"config": _config(["clap-general", "clap-music"]), "checks": {}})
+
+
+def test_an_audio_contradiction_quotes_the_image_paper_as_such():
+    said = report.contradictions({"addition_gain_task_a": -1.0}, "audio")["addition"][0]
+    assert "(the image paper: +18.1; the audio paper states no figure)" in said
+    assert "(the paper: +18.1)" in report.contradictions({"addition_gain_task_a": -1.0})["addition"][0]
+
+
+# ---------------------------------------------------------------- figures: legends cover no data, no group hides
+@pytest.fixture
+def drawn(monkeypatch, tmp_path):
+    """The figures the plot functions make, drawn and kept open (their files are written as usual)."""
+    from platonic_sdk.evaluate import plots
+
+    figures = []
+    save = plots._save
+
+    def keep(fig, path):
+        fig.canvas.draw()
+        figures.append((fig, save(fig, path)))
+        return figures[-1][1]
+
+    monkeypatch.setattr(plots, "_save", keep)
+    monkeypatch.setattr(plots._pyplot(), "close", lambda fig: None)
+    return plots, figures
+
+
+def _data_extents(ax):
+    from matplotlib.collections import PathCollection
+    from matplotlib.patches import Rectangle
+
+    boxes = [p.get_window_extent() for p in ax.patches if isinstance(p, Rectangle) and p.get_height()]
+    for c in ax.collections:
+        if isinstance(c, PathCollection):
+            boxes += [c.get_transform().transform(o) for o in c.get_offsets()]
+    for line in ax.lines:
+        boxes += list(line.get_transform().transform(line.get_xydata()))
+    return boxes
+
+
+def _covers(legend_box, item) -> bool:
+    if hasattr(item, "overlaps"):
+        return legend_box.overlaps(item)
+    return legend_box.contains(*item)
+
+
+def test_no_legend_covers_a_bar_a_marker_or_a_line(drawn, tmp_path):
+    plots, figures = drawn
+    per_task = {t: {"zero_shot": 40.0 + i, "single": 60.0, "oracle": 85.0, "finetuned": 98.0}
+                for i, t in enumerate(["amber_shapes", "teal_backgrounds", "violet_shapes"])}
+    per_task["teal_backgrounds"].update(oracle=99.0, finetuned=99.5)  # tall bars at the right, where a legend used to sit
+    plots.per_task_bars(per_task, tmp_path / "per_task.png")
+    records = [{"kind": "addition", "group": g, "tasks": ["a", "b"], "finetuned": {"a": 90.0, "b": 90.0},
+                "results": {"zero_shot": {"a": 40.0 + i, "b": 50.0}, "closed_form": {"a": 60.0 + i, "b": 65.0}}}
+               for g in ("cross-family", "same-model") for i in range(6)]
+    plots.two_task_scatter(records, tmp_path / "scatter.png")
+    sweep = [{"kind": k, "key": f"{k}{i}", "strength": c, "task_mean": 50.0 + 10 * c, "control_mean": 70.0 - c}
+             for k in ("addition", "negation") for i in range(2) for c in (0.0, 0.5, 1.0)]
+    plots.sweep_curves(sweep, tmp_path / "sweep.png", {"addition": 0.5, "negation": 1.0})
+    accumulation = [{"target": "clip", "J": J, "schedule": s, "strength": 0.5, "mean_normalised": 80.0 - J, "mean_accuracy": 60.0,
+                     "zero_shot_normalised": 60.0, "zero_shot_mean": 50.0} for J in (1, 2, 3) for s in ("fixed", "divided")]
+    plots.accumulation_curves(accumulation, tmp_path / "accumulation.png")
+    assert len(figures) == 4
+    for fig, path in figures:
+        with Image.open(path) as png:  # the saved image grows to hold the legend beside the axes
+            assert png.width > fig.get_figwidth() * 130, path.name
+        for ax in fig.axes:
+            legend = ax.get_legend()
+            if legend is None:
+                continue
+            box = legend.get_window_extent()
+            assert not box.overlaps(ax.get_window_extent()), ax.get_title()  # beside the axes, not on them
+            assert not any(_covers(box, item) for item in _data_extents(ax)), ax.get_title()
+
+
+def test_the_scatter_draws_the_few_same_model_cells_on_top_and_edged(drawn, tmp_path):
+    plots, figures = drawn
+    records = [{"kind": "addition", "group": g, "tasks": ["a", "b"], "finetuned": {"a": 90.0, "b": 90.0},
+                "results": {"zero_shot": {"a": 50.0, "b": 50.0}, "closed_form": {"a": 60.0, "b": 60.0}}}  # every cell at one point
+               for g in ("same-model",) * 6 + ("cross-family",) * 40]
+    plots.two_task_scatter(records, tmp_path / "scatter.png")
+    (ax,) = figures[0][0].axes
+    by_label = {c.get_label().split(" (")[0]: c for c in ax.collections}
+    same, cross = by_label["same-model"], by_label["cross-family"]
+    assert same.get_zorder() > cross.get_zorder()
+    assert same.get_sizes()[0] > cross.get_sizes()[0] and same.get_linewidths()[0] > 0
+    assert "same-model (6 cells, 100% above)" == same.get_label()

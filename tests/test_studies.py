@@ -175,7 +175,7 @@ def test_run_folder_has_report_and_readable_figures(ws, tmp_path):
     for heading in ("## Two-task addition", "## Negation", "## Strength sweep", "## Accumulation",
                     "## Held-out transfer", "## Guarantee diagnostic", "## Descriptor similarity", "## Per task", "| seed | 0 |"):
         assert heading in report
-    assert "holds on every record" in report and "| cell records (resumed) | 8 (0 of 8 passes) |" in report
+    assert "holds on every record" in report and "| cell records | 8 cells from 8 passes (a pass runs one cell with a set of methods): all run fresh, none resumed |" in report
     assert set(summary["figures"]) == {"scatter", "sweep", "accumulation", "similarity", "per_task"}
     for rel in summary["figures"].values():
         data = (tmp_path / rel).read_bytes()

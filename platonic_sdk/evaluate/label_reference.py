@@ -2,8 +2,9 @@
 
 For a task's grid with probe labels y_i among M classes, L[i, j] = [y_i = j] - 1/M (one-hot minus
 its row mean), scaled to the Frobenius norm of the descriptor the closed form transfers for that
-term. It reads labels that the method never sees, so it is a ceiling for what a labelled grid would
-give, not a baseline to beat; the report shows what share of its gain the transferred descriptor reaches.
+term. It reads labels that the method never sees, so it is a reference for what a labelled grid
+gives, not a baseline to beat and no ceiling (transferred descriptors can pass it); the report shows
+what share of its gain each method reaches.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ own descriptors); weight_space (theta + c sum_l tau_l on same-architecture cells
 weight_space_strength) and weight_space_<method> for every merging method (finetune.merging:
 task_arithmetic, ties, dare, tsv, iso_c; c chosen per cell on validation, merging.chosen_weight_space); lora (the LoRA
 route fitted to the cell's composition, capped at 8 cells per kind and group: it re-encodes);
-label_reference (label_reference.py: the closed form fed probe-label descriptors, a labelled ceiling).
+label_reference (label_reference.py: the closed form fed probe-label descriptors, a labelled reference).
 Settings' `centre` kinds transfer row-centred descriptors in every solving method.
 A new method is one function plus `register_method` (registry.py; docs/architecture.md shows an example).
 """
@@ -86,7 +86,7 @@ for _merge in merge_methods():  # every merging method, its strength chosen on v
     register_method(f"weight_space_{_merge}", chosen_weight_space(_merge),
                     f"weight space, {merge_method(_merge).description} (strength on validation)")
 register_method("lora", lora, "ours, LoRA route", max_cells=8)
-register_method("label_reference", label_reference, "labelled ceiling (probe labels, not the method)")
+register_method("label_reference", label_reference, "labelled reference (probe labels, not the method)")
 
 
 def evaluate_cell(ws: Workspace, cell: Cell, settings: CellSettings = CellSettings(), methods: Sequence[str] = CACHED) -> dict[str, Any]:

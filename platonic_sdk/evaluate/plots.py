@@ -14,6 +14,9 @@ import numpy as np
 from ..atomic import atomic_path
 
 GROUP_STYLE = {"same-model": ("tab:green", "o"), "same-architecture": ("tab:orange", "s"), "cross-family": ("tab:blue", "^")}
+# Drawing order of the scatter's groups: the many cross-family cells first, the few same-model ones on top,
+# larger and edged, so that no group hides under another.
+GROUP_LAYER = {"cross-family": (2, 14, "none"), "same-architecture": (3, 26, "black"), "same-model": (4, 30, "black")}
 
 
 def _pyplot():
@@ -25,11 +28,18 @@ def _pyplot():
     return plt
 
 
+def _legend(ax) -> None:
+    """The legend to the right of the axes, where it covers no data (saved with a tight bounding box)."""
+    legend = ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    legend.set_in_layout(False)  # tight_layout keeps the axes' size; the saved image grows to hold the legend
+
+
 def _save(fig, path: str | os.PathLike) -> Path:
     fig.tight_layout()
     try:
         with atomic_path(path) as tmp:
-            fig.savefig(tmp, dpi=130, format="png")
+            legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+            fig.savefig(tmp, dpi=130, format="png", bbox_inches="tight", bbox_extra_artists=[*fig.axes, *legends])
     finally:
         _pyplot().close(fig)
     return Path(path)
@@ -80,11 +90,11 @@ def sweep_curves(records: Sequence[dict[str, Any]], path: str | os.PathLike, def
         if defaults and kind in defaults:
             ax.axvline(defaults[kind], color="black", lw=0.8, ls=":", label=f"default ({defaults[kind]:g})")
         cells = len({r["key"] for r in records if r["kind"] == kind})
-        ax.set_title(f"{kind.capitalize()}: strength sweep ({cells} cells)")
+        ax.set_title(f"{kind.capitalize()}: strength sweep ({cells} cell{'' if cells == 1 else 's'})")
         ax.set_xlabel("strength")
         ax.set_ylabel("mean accuracy (%)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        _legend(ax)
     return _save(fig, path)
 
 
@@ -101,7 +111,8 @@ def two_task_scatter(records: Sequence[dict[str, Any]], path: str | os.PathLike,
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.2, 5))
     lo, hi = 100.0, 0.0
-    for group, (colour, marker) in GROUP_STYLE.items():
+    for group, (zorder, size, edge) in GROUP_LAYER.items():
+        colour, marker = GROUP_STYLE[group]
         pts = [
             (_normalised_pair(r, "zero_shot"), _normalised_pair(r, method))
             for r in records
@@ -113,16 +124,18 @@ def two_task_scatter(records: Sequence[dict[str, Any]], path: str | os.PathLike,
         xs, ys = np.array(pts).T
         lo, hi = min(lo, xs.min(), ys.min()), max(hi, xs.max(), ys.max())
         above = 100.0 * float(np.mean(ys > xs))
-        ax.scatter(xs, ys, s=14, alpha=0.7, color=colour, marker=marker, label=f"{group} ({len(xs)} cells, {above:.0f}% above)")
+        ax.scatter(xs, ys, s=size, alpha=0.7 if edge == "none" else 0.9, color=colour, marker=marker, zorder=zorder,
+                   edgecolors=edge, linewidths=0.0 if edge == "none" else 0.7,
+                   label=f"{group} ({len(xs)} cell{'' if len(xs) == 1 else 's'}, {above:.0f}% above)")
     span = [lo - 3, hi + 3]
-    ax.plot(span, span, color="black", lw=0.8, ls="--", label="no change")
+    ax.plot(span, span, color="black", lw=0.8, ls="--", label="no change", zorder=1)
     ax.set_xlim(span)
     ax.set_ylim(span)
     ax.set_xlabel("zero-shot normalised accuracy (%, mean of tasks A, B)")
     ax.set_ylabel("edited normalised accuracy (%, mean of tasks A, B)")
     ax.set_title("Two-task addition: one marker per cell")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+    _legend(ax)
     return _save(fig, path)
 
 
@@ -143,9 +156,10 @@ def accumulation_curves(records: Sequence[dict[str, Any]], path: str | os.PathLi
     ax.set_xticks(Js)
     ax.set_xlabel("number of composed tasks J")
     ax.set_ylabel("mean normalised accuracy (%)" if key == "mean_normalised" else "mean accuracy (%)")
-    ax.set_title(f"Accumulation ({len({r['target'] for r in records})} target(s))")
+    targets = len({r["target"] for r in records})
+    ax.set_title(f"Accumulation ({targets} target{'' if targets == 1 else 's'})")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend(ax)
     return _save(fig, path)
 
 
@@ -163,5 +177,5 @@ def per_task_bars(per_task: dict[str, dict[str, float]], path: str | os.PathLike
     ax.set_ylabel("mean accuracy (%)")
     ax.set_title("Per task (cross-family addition cells)")
     ax.grid(alpha=0.3, axis="y")
-    ax.legend(fontsize=8)
+    _legend(ax)
     return _save(fig, path)
