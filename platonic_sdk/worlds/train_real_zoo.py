@@ -112,6 +112,36 @@ def files(folder: str, recursive: bool = False) -> list[Path]:
     return sorted(root.rglob("*.png") if recursive else root.glob("*.png"))
 
 
+_SEEN: dict[str, str] = {}  # rendered content -> the first file that rendered to it
+
+
+def unique(paths: list[Path]) -> list[Path]:
+    """`paths` less the files whose rendered image equals one already taken (openclipart holds copies of some
+    pictures under other names and categories): a picture is in one category and one split only."""
+    import hashlib
+
+    out = []
+    for p in paths:
+        key = hashlib.sha256(clipart(p).tobytes()).hexdigest()
+        if _SEEN.setdefault(key, str(p)) == str(p):
+            out.append(p)
+    return out
+
+
+def category_files(name: str) -> list[Path]:
+    """The distinct pictures of a suit, food or animal category (all taken once, in a fixed order: suits first)."""
+    if not _CATEGORIES:
+        for suit, letter in SUIT_LETTERS.items():
+            _CATEGORIES[suit] = unique([p for style in CARD_STYLES for p in files(f"recreation/games/cards/{style}")
+                                        if p.stem.split("_")[1] == letter])
+        for other, folder in (FOOD_DIRS | ANIMAL_DIRS).items():
+            _CATEGORIES[other] = unique(files(folder))
+    return _CATEGORIES[name]
+
+
+_CATEGORIES: dict[str, list[Path]] = {}
+
+
 def halves(name: str, paths: list[Path]) -> tuple[list[Path], list[Path]]:
     """(pretraining half, control half) of a category, by a fixed permutation."""
     order = np.random.default_rng(stream_key(f"halves/{name}")).permutation(len(paths))
@@ -120,8 +150,7 @@ def halves(name: str, paths: list[Path]) -> tuple[list[Path], list[Path]]:
 
 
 def card_files(suit: str) -> list[Path]:
-    letter = SUIT_LETTERS[suit]
-    return [p for style in CARD_STYLES for p in files(f"recreation/games/cards/{style}") if p.stem.split("_")[1] == letter]
+    return category_files(suit)
 
 
 # ---------------------------------------------------------------------------- stage data
@@ -149,8 +178,7 @@ def build_data(out: Path = DATA_DIR) -> dict[str, Any]:
                 pick = [paths[i] for i in np.random.default_rng(stream_key(f"cards/{name}")).permutation(len(paths))[: CARD_TRAIN + CARD_TEST]]
                 split = [0] * CARD_TRAIN + [1] * (len(pick) - CARD_TRAIN)
             else:
-                folder = (FOOD_DIRS | ANIMAL_DIRS)[name]
-                pick = halves(name, files(folder))[1][: CONTROL_TRAIN + CONTROL_TEST]
+                pick = halves(name, category_files(name))[1][: CONTROL_TRAIN + CONTROL_TEST]
                 split = [0] * CONTROL_TRAIN + [1] * (len(pick) - CONTROL_TRAIN)
             for p, s in zip(pick, split):
                 rows.append((clipart(p), c, s, g))
@@ -180,8 +208,8 @@ def corpus() -> tuple[list[np.ndarray], list[str]]:
         pick = np.random.default_rng(stream_key(f"pretrain-fashion/{c}")).permutation(np.flatnonzero(labels == c))[:PRETRAIN_FASHION]
         items.extend(np.repeat(images[i][..., None], 3, axis=-1) for i in pick)
         names.extend([name] * len(pick))
-    for name, folder in (FOOD_DIRS | ANIMAL_DIRS).items():
-        for p in halves(name, files(folder))[0]:
+    for name in (FOOD_DIRS | ANIMAL_DIRS):
+        for p in halves(name, category_files(name))[0]:
             items.append(clipart(p))
             names.append(name)
     for suit in SUITS:
@@ -189,7 +217,7 @@ def corpus() -> tuple[list[np.ndarray], list[str]]:
             items.append(clipart(p))
             names.append("playing card")
     for name, folder in EXTRA_DIRS.items():
-        for p in files(folder, recursive=True)[:120]:
+        for p in unique(files(folder, recursive=True)[:120]):
             items.append(clipart(p))
             names.append(name)
     return items, names
