@@ -86,8 +86,9 @@ def _model(required_help: str = "") -> Parser:
 def _ridge() -> Parser:
     p = Parser(add_help=False)
     g = p.add_argument_group("closed form")
-    g.add_argument("--ridge-a", type=non_negative_float, default=RIDGE_A, help=f"probe-side ridge, relative to mean sigma(F)^2 ({RIDGE_A:g})")
-    g.add_argument("--ridge-b", type=non_negative_float, default=RIDGE_B, help=f"landmark-side ridge, relative to mean sigma(G)^2 ({RIDGE_B:g})")
+    rule = "default: the world's when --checkpoint is a member of a world's zoo, else the paper's"
+    g.add_argument("--ridge-a", type=non_negative_float, help=f"probe-side ridge, relative to mean sigma(F)^2 ({rule}, {RIDGE_A:g})")
+    g.add_argument("--ridge-b", type=non_negative_float, help=f"landmark-side ridge, relative to mean sigma(G)^2 ({rule}, {RIDGE_B:g})")
     return p
 
 
@@ -186,6 +187,9 @@ def build_parser() -> Parser:
                    help="checkpoint folder or hub id of a benchmark family (repeatable; default: the family's reference)")
     g.add_argument("--finetunes", type=output_dir, metavar="DIR",
                    help="the families' fine-tunes, DIR/<family>/<task>.safetensors; missing ones are made there (default: OUT/finetunes)")
+    g.add_argument("--dry-run", action="store_true",
+                   help="check every dataset and model, print the cells, the items each model encodes and what the feature cache "
+                        "holds; write nothing")
     p.add_argument("--out", type=output_dir, metavar="DIR", help="run folder (rerunning with the same settings resumes finished cells)")
     p.add_argument("--task", dest="tasks", action="append", metavar="SPEC", help="tasks (default: the zoo's transfer tasks)")
     p.add_argument("--controls", nargs="+", metavar="SPEC", help="control sets (default: the world's)")

@@ -74,8 +74,13 @@ def _check_edit(args: argparse.Namespace) -> None:
     if args.route == "lora":
         if args.bank:
             raise PlatonicError("--route lora fits LoRA from descriptor files; --bank holds closed-form operators")
+        if args.ridge_a is not None:
+            raise PlatonicError("--ridge-a is the closed form's; the LoRA route takes the landmark ridge --ridge-b")
     elif args.adapter_dir:
         raise PlatonicError("--adapter-dir is written by --route lora")
+    if args.bank and (args.ridge_a is not None or args.ridge_b is not None):
+        raise PlatonicError("--bank holds operators already solved with the ridge it records; "
+                            "--ridge-a / --ridge-b apply where the bank is built (platonic bank)")
     if not (args.output or args.save_model or args.adapter_dir):
         raise PlatonicError("nothing to write: give --output (the edit) and/or --save-model (the edited checkpoint)")
 
@@ -293,10 +298,34 @@ def _fine_tuned_side(path: str, pre, args: argparse.Namespace):
     return load_model(pre.family, path, args)
 
 
+def entry_name(path: str) -> str:
+    """A descriptor file's name in a bank: its file name without `.utd.safetensors` / `.safetensors`."""
+    name = Path(path).name
+    for suffix in (".utd.safetensors", ".safetensors", ".utd"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
 def _descriptors(paths: Sequence[str]):
     from .descriptor import UTD
 
-    return {Path(p).name.removesuffix(".safetensors"): UTD.load(p) for p in paths}
+    names: dict[str, str] = {}
+    for p in paths:
+        name = entry_name(p)
+        if name in names and names[name] != p:
+            raise PlatonicError(f"--descriptor {names[name]} and {p} would both be named {name!r} in the bank; rename one")
+        names[name] = p
+    return {name: UTD.load(p) for name, p in names.items()}
+
+
+def _ridge_line(target, args: argparse.Namespace):
+    """The ridge of the rule (ridge.ridge_rule) for `target` and the command's --ridge-a / --ridge-b, said in one line."""
+    from .ridge import ridge_rule
+
+    ridge = ridge_rule(target.checkpoint, args.ridge_a, args.ridge_b)
+    print(f"ridge {ridge.ridge_a:g} / {ridge.ridge_b:g} (ridge_a / ridge_b): {ridge.why}")
+    return ridge
 
 
 def cmd_bank(args: argparse.Namespace) -> int:
@@ -305,6 +334,7 @@ def cmd_bank(args: argparse.Namespace) -> int:
     descriptors = _descriptors(args.descriptor)
     tasks = resolve_tasks(args.task or [], args)
     target = load_model(args.family, args.checkpoint, args)
+    _ridge_line(target, args)
     bank = OperatorBank(target, args.ridge_a, args.ridge_b, args.batch_size)
     for label, utd in descriptors.items():
         bank.add_grid(descriptor_grid(label, utd, tasks, args))
@@ -359,6 +389,10 @@ def _bank_edit(terms: list[tuple[str, float]], args: argparse.Namespace):
     saved = OperatorBank.load(args.bank)
     if args.family and args.family != saved.target_family:
         raise PlatonicError(f"bank {args.bank} was built for {saved.target_family!r}, not {args.family!r}")
+    print(f"ridge {saved.ridge_a:g} / {saved.ridge_b:g} (ridge_a / ridge_b): recorded in the bank, "
+          f"{saved.ridge_why or 'which predates the record of why'}")
+    labels = {entry_name(label): label for label in saved.operators}  # a term may name an entry or its descriptor file
+    terms = [(n if n in saved.operators else labels.get(entry_name(n), n), c) for n, c in terms]
     return saved.edit(terms, args.strength), saved.target_family
 
 
@@ -375,11 +409,12 @@ def _fitted_edit(terms: list[tuple[str, float]], target, args: argparse.Namespac
 
         chosen = {k: v for k, v in (("rank", args.lora_rank), ("lr", args.lora_lr), ("epochs", args.lora_epochs),
                                     ("max_steps", args.lora_steps)) if v is not None}
-        config = LoraRouteConfig(**chosen, ridge_b=args.ridge_b, seed=args.seed)
+        config = LoraRouteConfig(**chosen, ridge_b=_ridge_line(target, args).ridge_b, seed=args.seed)
         print(f"fitting the LoRA route on {target.family}: {json.dumps(config.describe())}")
         return fit_lora(target, composition, list(grids.values()), config, progress=not args.quiet).scaled(args.strength)
     from .transfer import OperatorBank
 
+    _ridge_line(target, args)
     bank = OperatorBank(target, args.ridge_a, args.ridge_b, args.batch_size)
     for grid in grids.values():
         bank.add_grid(grid)
@@ -393,6 +428,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     tasks = resolve_tasks(args.task, args)
     model = load_model(args.family, args.checkpoint, args)
     edit = Edit.load(args.edit) if args.edit else None
+    if edit is not None:  # refused (another site, another model) before anything is encoded
+        with edit.applied_to(model, args.allow_other_target):
+            pass
     rows = {}
     for name, task in tasks.items():
         rows[name] = {"zero_shot": accuracy(model, task, batch_size=args.batch_size)}
@@ -455,9 +493,10 @@ def check_benchmark_options(args: argparse.Namespace) -> None:
         raise PlatonicError("--model and --finetunes choose the checkpoints and fine-tunes of a --benchmark; give --benchmark NAME")
 
 
-def benchmark_workspace_from_args(args: argparse.Namespace):
+def benchmark_workspace_from_args(args: argparse.Namespace, dry: bool = False):
     """(Workspace, description, held-out names) of --benchmark: its datasets under --data-root (every
-    missing one named before any model loads), the families' checkpoints, their fine-tunes."""
+    missing one named before any model loads), the families' checkpoints, their fine-tunes (`dry`: the
+    fine-tunes are neither made nor read; the description lists those to make)."""
     from .data.benchmark import benchmark, load_benchmark
     from .evaluate.benchmark_workspace import benchmark_workspace
 
@@ -473,13 +512,26 @@ def benchmark_workspace_from_args(args: argparse.Namespace):
             models[family] = load_model(family, checkpoint, args)
         except (OSError, ValueError) as exc:  # a hub id without network, a folder that is not a checkpoint
             raise PlatonicError(f"cannot load {family} from {checkpoint or 'its reference checkpoint'} "
-                                f"({' '.join(str(exc).split())[:300]}); give --model {family}=PATH of a local checkpoint") from None
+                                f"({' '.join(str(exc).split()).rstrip('.')}); give --model {family}=PATH of a local checkpoint") from None
     recipes = {f: finetune_recipe(args, checkpoints.get(f)) for f in families}
     finetunes = Path(args.finetunes or Path(args.out) / "finetunes")
     ridges = {k: getattr(args, k) for k in ("ridge_a", "ridge_b") if getattr(args, k) is not None}  # else the library's
-    ws = benchmark_workspace(loaded, models, finetunes, lambda f: recipes[f][0], progress=not args.quiet, per_class=args.per_class,
-                             grid_seed=args.grid_seed, batch_size=args.batch_size, **ridges)
-    describe = {
+    options = dict(per_class=args.per_class, grid_seed=args.grid_seed, batch_size=args.batch_size, **ridges)
+    if dry:
+        from .evaluate.benchmark_workspace import finetune_file
+        from .evaluate.workspace import Workspace
+
+        pairs = [(f, t.name) for f in families for t in bench.tasks]
+        ws = Workspace(models, loaded.tasks, dict.fromkeys(pairs), loaded.controls, **options)  # fine-tunes by name only
+        missing = [(f, t) for f, t in pairs if not finetune_file(finetunes, f, t).is_file()]
+        per_family = {f: [t for g, t in missing if g == f] for f in families}
+        dry_run = {"finetunes to make": f"{len(missing)} of {len(pairs)}" + (
+            f" ({'; '.join(f'{f}: {len(ts)} tasks' for f, ts in per_family.items() if ts)}; "
+            f"{sum(len(loaded.tasks[t].train) for _, t in missing)} train items in all)" if missing else "")}
+    else:
+        ws = benchmark_workspace(loaded, models, finetunes, lambda f: recipes[f][0], progress=not args.quiet, **options)
+        dry_run = {}
+    describe = {**dry_run,
         "benchmark": f"{bench.name}: {bench.description}", "benchmark data": os.path.abspath(root),
         "checkpoints": {f: models[f].checkpoint for f in families}, "finetunes": str(finetunes.resolve()),
         "finetune recipe": {f: origin for f, (_, origin) in recipes.items()},
@@ -490,21 +542,69 @@ def benchmark_workspace_from_args(args: argparse.Namespace):
 def cmd_grid(args: argparse.Namespace) -> int:
     from .evaluate.ranks import rank_folder
 
+    if args.dry_run:
+        return _dry_run(args)
     with rank_folder(args.out) as folder:  # locked before any model loads (on rank 0)
         return _grid(args, folder)
 
 
 def _grid(args: argparse.Namespace, folder) -> int:
+    from .evaluate.experiment import run_experiment
+
+    started = time.perf_counter()
+    ws, config, describe, title = _experiment(args)
+    summary = run_experiment(ws, folder, config, describe, progress=not args.quiet, title=title)
+    if summary is not None:  # rank 0 (or the only process)
+        wall = time.perf_counter() - started
+        print(f"{summary['cells']['records']} cells; report {folder.path / 'report.md'}; wall time {wall:.1f} s "
+              f"(run stages {summary['timings']['total']:.1f} s)")
+    return 0
+
+
+def _dry_run(args: argparse.Namespace) -> int:
+    """Check every dataset and model, print the cells, the items each model encodes and what the feature cache
+    already holds; write nothing (no run folder, no fine-tunes, no cache entries)."""
+    from .evaluate.experiment import _cells_of, _passes
+    from .feature_store import active_store
+
+    ws, config, describe, title = _experiment(args, dry=True)
+    print(f"{title} --dry-run: every dataset and model loads; nothing was written")
+    for key in ("benchmark", "benchmark data", "finetunes", "finetunes to make"):
+        if key in describe:
+            print(f"{key}: {describe[key]}")
+    print(f"ridge {ws.ridge_a:g} / {ws.ridge_b:g}; grids: {ws.per_class} probes per class, seed {ws.grid_seed}")
+    for selection in config.cells:
+        cells = _cells_of(ws, selection, config.pairing)
+        print(f"cells: {len(cells)} {selection.kind} ({selection.group})")
+    print(f"records (cells x method passes): {len(_passes(ws, config))}; methods: {', '.join(config.methods)}")
+    store = active_store()
+    print(f"feature cache: {store.root}" if store is not None else "feature cache: off (--no-cache)")
+    evaluated = [t for t, task in ws.tasks.items() if len(task.test)]
+    probed = list(ws.transfer_tasks)
+    for family, model in ws.models.items():
+        sets = [(f"{t} test", ws.tasks[t].test.items) for t in evaluated] + [(f"{t} probes", ws.grid(t).items) for t in probed]
+        total = sum(len(items) for _, items in sets)
+        cached = [len(items) for _, items in sets if store is not None
+                  and store.path(store.key(store.parts(model, items))).is_file()]
+        sources = [t for t in probed if (family, t) in ws.finetuned]
+        ft_rows = sum(len(ws.grid(t).items) for t in sources)
+        print(f"{family}: {total} items to encode ({len(evaluated)} test splits, {len(probed)} probe grids), "
+              f"{sum(cached)} of them in the feature cache ({len(cached)} of {len(sets)} sets); "
+              f"{ft_rows} fine-tuned probe rows on {len(sources)} fine-tunes")
+    return 0
+
+
+def _experiment(args: argparse.Namespace, dry: bool = False):
+    """(workspace, ExperimentConfig, description, title) of `platonic grid`'s options (`dry`: no fine-tune is made)."""
     from .data.specs import load_task
-    from .evaluate.experiment import ExperimentConfig, run_experiment, selections
+    from .evaluate.experiment import ExperimentConfig, selections
     from .evaluate.settings import DEFAULT_METHODS, CellSettings
     from .evaluate.workspace import zoo_workspace
     from .worlds.registry import world_spec
 
-    started = time.perf_counter()
     title = "platonic grid"
     if args.benchmark:
-        ws, describe, held = benchmark_workspace_from_args(args)
+        ws, describe, held = benchmark_workspace_from_args(args, dry)
         lora, title = {}, f"platonic grid --benchmark {args.benchmark}"
         if args.held_out is None:
             args.held_out = list(held)
@@ -537,12 +637,7 @@ def _grid(args: argparse.Namespace, folder) -> int:
     )
     describe = {**describe, "command": "platonic grid", "task specs": [*(args.tasks or ()), *(args.controls or ())],
                 **{k: getattr(args, k) for k in ("world_seed", "train_per_class", "test_per_class", "test_fraction", "data_root")}}
-    summary = run_experiment(ws, folder, config, describe, progress=not args.quiet, title=title)
-    if summary is not None:  # rank 0 (or the only process)
-        wall = time.perf_counter() - started
-        print(f"{summary['cells']['records']} cells; report {folder.path / 'report.md'}; wall time {wall:.1f} s "
-              f"(run stages {summary['timings']['total']:.1f} s)")
-    return 0
+    return ws, config, describe, title
 
 
 def parse_method_cells(items: Sequence[str]) -> list[tuple[str, int | None]]:

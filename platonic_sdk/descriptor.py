@@ -16,7 +16,7 @@ from torch import Tensor
 from .edits.edit import Edit
 from .errors import GridMismatchError, PlatonicError, ShapeError, check_finite, check_real, check_strength
 from .features import encode_items, landmarks
-from .io import load_tensors, save_tensors
+from .io import load_tensors, require, save_tensors
 from .linalg import descriptor_cosine, utd
 from .protocol import DualEncoder
 from .tasks import Grid
@@ -136,8 +136,8 @@ class UTD:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "UTD":
         tensors, meta, _ = load_tensors(path, "utd", real=True)
-        if "utd" not in tensors or "grid_id" not in meta or "task" not in meta:
-            raise PlatonicError(f"{path} is missing the descriptor matrix or its grid identity")
+        require(path, "descriptor file", tensors, meta, ("utd",), {"grid_id": str, "task": str})
+        require(path, "descriptor file", tensors, {"provenance": {}, **meta}, (), {"provenance": dict})
         return cls(tensors["utd"], meta["grid_id"], meta["task"], meta.get("provenance", {}))
 
     # algebra: every operation yields a Composition

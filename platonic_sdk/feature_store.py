@@ -140,6 +140,8 @@ class FeatureStore:
             S, Z = tensors["S"], tensors["Z"]
             if S.shape[0] != Z.shape[0] or S.shape[0] != int(parts["count"]):
                 raise CheckpointError(f"it holds {S.shape[0]} rows for {parts['count']} items")
+            if not (S.isfinite().all() and Z.isfinite().all()):
+                raise CheckpointError("it holds NaN/inf values")
         except (CheckpointError, KeyError) as exc:
             warnings.warn(f"feature cache entry {path} is unusable ({exc}); encoding again", stacklevel=3)
             return None

@@ -48,6 +48,9 @@ def load_tensors(
         raise CheckpointError(f"{path} is not a readable safetensors file ({exc})") from None
     if header.get("format") != FORMAT:
         raise CheckpointError(f"{path} was not written by platonic_sdk (no '{FORMAT}' header)")
+    if not isinstance(header.get("kind"), str) or not header["kind"]:
+        raise CheckpointError(f"{path} has a platonic_sdk header without a 'kind' (what the file holds); it is damaged or "
+                              "was not written by save_tensors")
     if kind is not None and header.get("kind") != kind:
         raise CheckpointError(f"{path} holds a {header.get('kind')!r}, expected a {kind!r}")
     try:
@@ -60,6 +63,21 @@ def load_tensors(
         for name, t in tensors.items():
             check_real(t, f"{path}: tensor {name!r}")
     return tensors, meta, header["kind"]
+
+
+def require(path: str | os.PathLike, what: str, tensors: dict[str, Tensor], meta: dict[str, Any],
+            names: tuple[str, ...] = (), fields: dict[str, type | tuple[type, ...]] | None = None) -> None:
+    """Raise CheckpointError naming `path` unless it holds the tensors `names` and the metadata `fields`
+    with values of their types (`what`: the kind of file in words, e.g. "descriptor file")."""
+    missing = [f"tensor {n!r}" for n in names if n not in tensors]
+    missing += [f"metadata field {k!r}" for k in (fields or {}) if k not in meta]
+    if missing:
+        raise CheckpointError(f"{path} is a malformed {what}: it has no {', '.join(missing)}")
+    for key, types in (fields or {}).items():
+        value = meta[key]
+        if not isinstance(value, types) or isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+            expected = " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
+            raise CheckpointError(f"{path} is a malformed {what}: its {key!r} is {value!r} ({type(value).__name__}), not a {expected}")
 
 
 def file_kind(path: str | os.PathLike) -> str | None:

@@ -22,10 +22,14 @@ def _default(fn, name):
 
 
 def test_library_ridges_are_read_from_one_place():
-    for fn in (OperatorBank.__init__, Workspace.__init__, linalg.ridge_solver):
+    for fn in (Workspace.__init__, linalg.ridge_solver):
         assert (_default(fn, "ridge_a"), _default(fn, "ridge_b")) == (ridge.RIDGE_A, ridge.RIDGE_B)
+    # OperatorBank and `platonic bank` / `edit` leave the choice to the one rule (ridge.ridge_rule): the paper's
+    # factors for a model outside the worlds' zoos
+    assert (_default(OperatorBank.__init__, "ridge_a"), _default(OperatorBank.__init__, "ridge_b")) == (None, None)
     bank = cli.build_parser().parse_args(["bank"])
-    assert (bank.ridge_a, bank.ridge_b) == (ridge.RIDGE_A, ridge.RIDGE_B)
+    assert (bank.ridge_a, bank.ridge_b) == (None, None)
+    assert ridge.ridge_rule(None)[:2] == (ridge.RIDGE_A, ridge.RIDGE_B)
 
 
 def test_grid_options_default_to_the_classes_and_the_worlds():

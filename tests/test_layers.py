@@ -200,4 +200,4 @@ def test_a_cycle_within_a_layer_is_found(tree: Path):
     assert not cycles(tree)
     path = tree / "platonic_sdk/errors.py"
     path.write_text(path.read_text() + "\n\ndef f():\n    from .linalg import utd\n")  # linalg imports errors
-    assert cycles(tree) == [["platonic_sdk.errors", "platonic_sdk.linalg"]]
+    assert ["platonic_sdk.errors", "platonic_sdk.linalg"] in cycles(tree)  # (and longer ones through modules linalg imports)

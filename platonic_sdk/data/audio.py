@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import LayoutError, PlatonicError, ShapeError
 from ..items import FileRef, Items
 from ..tasks import Split, Task
-from .folders import check_class_names, read_table, scan_classes, stratified_split, subfolders
+from .folders import check_class_names, check_files, read_table, scan_classes, stratified_split, subfolders
 
 AUDIO_TEMPLATE = "this is a sound of {}."
 log = logging.getLogger("platonic_sdk.audio")
@@ -226,9 +226,23 @@ class AudioFile(FileRef):
         return read_audio(self.path)
 
 
-def audio_files(paths: Sequence[str | os.PathLike]) -> Items:
-    """References to audio files (nothing is read until an item is indexed)."""
+def audio_files(paths: Sequence[str | os.PathLike], verify: bool = True) -> Items:
+    """References to audio files; `verify` reads each header now (soundfile.info), so that every unreadable
+    file is refused, all in one error, when the dataset is loaded (samples are read when an item is indexed)."""
+    if verify:
+        check_files(paths, _readable, "audio files")
     return Items([AudioFile(p) for p in paths])
+
+
+def _readable(path: str | os.PathLike) -> None:
+    import soundfile
+
+    try:
+        info = soundfile.info(str(path))
+    except (soundfile.LibsndfileError, RuntimeError, TypeError, OSError) as exc:
+        raise PlatonicError(f"cannot read audio file {str(path)!r}: {' '.join(str(exc).split())}") from None
+    if info.frames == 0:
+        raise PlatonicError(f"audio file {str(path)!r} holds no samples")
 
 
 def _task(name: str, classnames: Sequence[str], paths: Sequence[str], labels: np.ndarray,

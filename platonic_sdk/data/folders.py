@@ -60,6 +60,24 @@ def inside(path: Path, root: Path, what: str) -> Path:
     return path
 
 
+SHOWN = 10  # unreadable files one error names (it counts them all)
+
+
+def check_files(paths: Sequence[str | os.PathLike], check, what: str, shown: int = SHOWN) -> None:
+    """Run `check(path)` on every file; the PlatonicErrors they raise become one error naming the first
+    `shown` of them and counting all, so that one load finds every unreadable file."""
+    problems = []
+    for path in paths:
+        try:
+            check(path)
+        except PlatonicError as exc:
+            problems.append(str(exc))
+    if not problems:
+        return
+    more = f"; and {len(problems) - shown} more" if len(problems) > shown else ""
+    raise PlatonicError(f"{len(problems)} of {len(paths)} {what} cannot be read: " + "; ".join(problems[:shown]) + more)
+
+
 def subfolders(root: Path) -> list[str]:
     """Sorted names of the visible folders directly under `root` (each checked to stay under it)."""
     return sorted(inside(d, root, "folder").name for d in root.iterdir() if visible(d) and d.is_dir())

@@ -26,7 +26,7 @@ from PIL import Image, UnidentifiedImageError
 from ..errors import PlatonicError, ShapeError
 from ..items import FileRef, Items
 from ..tasks import DEFAULT_TEMPLATE, Split, Task
-from .folders import check_class_names, read_table, scan_classes, split_task, subfolders
+from .folders import check_class_names, check_files, read_table, scan_classes, split_task, subfolders
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm")
 # 8-bit modes that both transformers and open_clip convert to RGB (deeper or other colour spaces are refused).
@@ -115,10 +115,13 @@ def image_files(paths: Sequence[str | os.PathLike], verify: bool = True) -> Item
     """References to image files; `verify` reads each header now (about 5 % of a decode) so that an
     unreadable file or a decompression bomb is refused when the dataset is loaded."""
     if verify:
-        for path in paths:
-            with opened_image(path):
-                pass
+        check_files(paths, _readable, "image files")
     return Items([ImageFile(p) for p in paths])
+
+
+def _readable(path: str | os.PathLike) -> None:
+    with opened_image(path):
+        pass
 
 
 def image_folder_task(

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from .. import stack
 from ..binding import Target
-from ..errors import PlatonicError, ShapeError, check_finite, check_real, check_strength
+from ..errors import CheckpointError, PlatonicError, ShapeError, check_finite, check_real, check_strength
 from ..io import load_tensors, save_tensors
 from ..protocol import DualEncoder
 
@@ -76,20 +76,17 @@ class Edit(abc.ABC):
         """What a saved checkpoint's platonic.json says about this edit once it is folded in."""
         return {"kind": self.kind, "identity": self.identity, "edit": repr(self)}
 
-    def apply(self, encoder: DualEncoder, allow_other_target: bool = False) -> "Edit":
+    def apply(self, encoder: DualEncoder, allow_other_target: bool = False, allow_twice: bool = False) -> "Edit":
         """Change `encoder` in place; on any error the encoder is left exactly as it was.
 
-        Refused: an edit already applied, one that the encoder's checkpoint records as folded in, and
-        (unless `allow_other_target`) a model other than `self.target`.
+        Refused: an edit already applied; unless `allow_twice`, an identical edit (same `identity`, at any
+        strength) already applied to the encoder or recorded as folded into its checkpoint; and (unless
+        `allow_other_target`) a model other than `self.target`.
         """
         if self.applied:
             raise PlatonicError("this edit is already applied; remove it first")
-        folded = [r for r in encoder.folded_edits if r.get("identity") == self.identity] if encoder.folded_edits else []
-        if folded:
-            raise PlatonicError(
-                f"{encoder.family} checkpoint {encoder.checkpoint!r} already has this edit folded in "
-                f"({folded[0].get('edit', self.identity)}, recorded in its platonic.json); it would be applied twice"
-            )
+        if not allow_twice:
+            self._refuse_twice(encoder)
         sites, update = self._plan(encoder)
         if self.target is not None:
             self.target.check(Target.of_encoder(encoder, sites), repr(self), allow_other_target)
@@ -105,10 +102,27 @@ class Edit(abc.ABC):
         self._stack = None
         return self._encoder()
 
+    def _refuse_twice(self, encoder: DualEncoder) -> None:
+        """Raise when an identical edit is already in `encoder`: folded into its checkpoint, or applied."""
+        identity = self.identity
+        folded = [r for r in encoder.folded_edits if r.get("identity") == identity] if encoder.folded_edits else []
+        if folded:
+            raise PlatonicError(
+                f"{encoder.family} checkpoint {encoder.checkpoint!r} already has this edit folded in "
+                f"({folded[0].get('edit', identity)}, recorded in its platonic.json); it would be applied twice "
+                "(allow_twice=True applies it again)"
+            )
+        same = [e for e in stack.applied(encoder.model) if isinstance(e, Edit) and e.identity == identity]
+        if same:
+            raise PlatonicError(
+                f"an identical edit ({same[0]!r}) is already applied to this {encoder.family} model; applying it again "
+                "would add it twice (allow_twice=True applies it again; remove the other one to replace it)"
+            )
+
     @contextlib.contextmanager
-    def applied_to(self, encoder: DualEncoder, allow_other_target: bool = False) -> Iterator[DualEncoder]:
+    def applied_to(self, encoder: DualEncoder, allow_other_target: bool = False, allow_twice: bool = False) -> Iterator[DualEncoder]:
         """`with edit.applied_to(model): ...` applies on entry and removes on exit."""
-        self.apply(encoder, allow_other_target)
+        self.apply(encoder, allow_other_target, allow_twice)
         try:
             yield encoder
         finally:
@@ -128,9 +142,20 @@ class Edit(abc.ABC):
             raise PlatonicError(f"{path} holds a {kind!r}, which is not an edit (known: {sorted(Edit._kinds)})")
         if cls is not Edit and not issubclass(Edit._kinds[kind], cls):
             raise PlatonicError(f"{path} holds a {kind!r}, not a {cls.kind!r}")
-        edit = Edit._kinds[kind].from_file(tensors, meta)
-        edit.target = Target.from_record(meta.get("target"))
+        try:
+            edit = Edit._kinds[kind].from_file(tensors, meta)
+            edit.target = Target.from_record(meta.get("target"))
+        except (PlatonicError, KeyError, TypeError, ValueError, AttributeError) as exc:  # what the file's fields hold
+            message = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+            raise CheckpointError(f"{path} is a malformed {kind} file: {message}") from None
         return edit
+
+
+_SITES = {"projection": "projection layer", "residual_head": "attention-pool head"}
+
+
+def _model(family: str, checkpoint: str | None) -> str:
+    return f"{family} ({checkpoint})" if checkpoint else f"{family} (built from a config)"
 
 
 class OperatorEdit(Edit):
@@ -172,8 +197,18 @@ class OperatorEdit(Edit):
     def _plan(self, encoder: DualEncoder) -> tuple[dict[str, Tensor], stack.Update]:
         site = encoder.last_affine()
         if site.kind != self.site_kind:
-            raise PlatonicError(f"edit was solved for a {self.site_kind} site, but {encoder.family} has a {site.kind} site")
+            raise PlatonicError(f"this edit was made for {self._made_for()} and changes its {_SITES.get(self.site_kind, 'last affine map')} "
+                                f"(a {self.site_kind} site); {_model(encoder.family, encoder.checkpoint)} has a {site.kind} site "
+                                f"({_SITES.get(site.kind, 'last affine map')}) instead, so the edit cannot apply to it (build one for "
+                                "it from the same descriptors)")
         return site.tensors(), site.folded(self.operator, self.strength)
+
+    def _made_for(self) -> str:
+        if self.target is not None and self.target.family:
+            return _model(self.target.family, self.target.checkpoint)
+        if self.meta.get("target_family"):
+            return _model(self.meta["target_family"], self.meta.get("target_checkpoint"))
+        return "another model"
 
     def tensors(self) -> dict[str, Tensor]:
         return {"operator": self.operator}
@@ -186,6 +221,10 @@ class OperatorEdit(Edit):
         missing = [k for k in ("strength", "site_kind") if k not in meta] + (["operator"] if "operator" not in tensors else [])
         if missing:
             raise PlatonicError(f"operator edit file has no {' or '.join(map(repr, missing))}")
+        if meta["site_kind"] not in _SITES:
+            raise PlatonicError(f"its site_kind is {meta['site_kind']!r}, not one of {', '.join(_SITES)}")
+        if not isinstance(meta.get("info", {}), dict):
+            raise PlatonicError(f"its info is {meta['info']!r}, not a JSON object")
         return cls(tensors["operator"], meta["strength"], meta["site_kind"], meta.get("info"))
 
     def __repr__(self) -> str:

@@ -17,7 +17,7 @@ from torch import Tensor
 from ..errors import CheckpointError, ShapeError
 from ..feature_store import FeatureStore, model_fingerprint
 from ..features import site_features
-from ..io import load_tensors, save_tensors
+from ..io import load_tensors, require, save_tensors
 from ..linalg import edited_embeddings
 from ..protocol import DualEncoder
 from ..tasks import Split
@@ -69,9 +69,31 @@ class FeatureCache:
     def load(cls, path: str | os.PathLike, encoder: DualEncoder | None = None) -> "FeatureCache":
         """A saved cache; with `encoder`, one built on another model (other weights) is refused, naming both."""
         tensors, meta, _ = load_tensors(path, "feature_cache")
+        tensors = {{"S": "site_inputs", "Z": "raw_embeddings"}.get(k, k): v for k, v in tensors.items()}  # older files: S, Z
+        _check_cache_file(path, tensors, meta)
         if encoder is not None and meta.get("model") != model_fingerprint(encoder):
             raise CheckpointError(
                 f"feature cache {str(path)!r} was built on {meta.get('family')} {meta.get('checkpoint')!r} "
                 f"(weights {meta.get('model')}), not on {encoder.family} {encoder.checkpoint!r} (weights {model_fingerprint(encoder)})"
             )
         return cls(tensors["site_inputs"], tensors["raw_embeddings"], tensors["labels"].numpy(), meta)
+
+
+def _check_cache_file(path: str | os.PathLike, tensors: dict[str, Tensor], meta: dict[str, Any]) -> None:
+    """A feature cache file holds real, finite site inputs and raw embeddings, one row and one integer label per item."""
+    require(path, "feature cache", tensors, meta, ("site_inputs", "raw_embeddings", "labels"))
+    for name in ("site_inputs", "raw_embeddings"):
+        t = tensors[name]
+        if not t.is_floating_point() or t.ndim != 2:
+            raise CheckpointError(f"{path} is a malformed feature cache: {name!r} must be a matrix of real numbers, "
+                                  f"got {t.dtype} of shape {tuple(t.shape)}")
+        if not torch.isfinite(t).all():
+            raise CheckpointError(f"feature cache {path} holds {int((~torch.isfinite(t)).sum())} NaN/inf value(s) in {name!r}; "
+                                  "delete it and build it again")
+    labels = tensors["labels"]
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool or labels.ndim != 1:
+        raise CheckpointError(f"{path} is a malformed feature cache: 'labels' must be a vector of integers, "
+                              f"got {labels.dtype} of shape {tuple(labels.shape)}")
+    rows = {n: tensors[n].shape[0] for n in ("site_inputs", "raw_embeddings", "labels")}
+    if len(set(rows.values())) != 1:
+        raise CheckpointError(f"{path} is a malformed feature cache: its tensors have different numbers of rows ({rows})")

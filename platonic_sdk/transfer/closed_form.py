@@ -24,7 +24,7 @@ from ..errors import GridMismatchError
 from ..features import landmarks, site_features
 from ..linalg import AnchoredSolver, RidgeSolver, anchored_solver, edited_embeddings, ridge_solver, unit_rows
 from ..protocol import DualEncoder
-from ..ridge import RIDGE_A, RIDGE_B
+from ..ridge import ridge_rule
 from ..tasks import Grid, anchor_grids
 from .saved_bank import SavedBank
 
@@ -53,10 +53,12 @@ class GridState:
 class OperatorBank:
     """Operators of one target for any number of source descriptors, on any number of grids."""
 
-    def __init__(self, target: DualEncoder, ridge_a: float = RIDGE_A, ridge_b: float = RIDGE_B, batch_size: int = 64, progress: bool = False):
+    def __init__(self, target: DualEncoder, ridge_a: float | None = None, ridge_b: float | None = None, batch_size: int = 64,
+                 progress: bool = False):
+        """`ridge_a` / `ridge_b` None: the rule's (ridge.ridge_rule: the world's ridge for a member of a world's
+        zoo, else the paper's); `ridge_why` says which."""
         self.target = target
-        self.ridge_a = float(ridge_a)
-        self.ridge_b = float(ridge_b)
+        self.ridge_a, self.ridge_b, self.ridge_why = ridge_rule(getattr(target, "checkpoint", None), ridge_a, ridge_b)
         self.batch_size = batch_size
         self.progress = progress
         target.check_finite()
@@ -148,6 +150,7 @@ class OperatorBank:
             "target_checkpoint": self.target.checkpoint,
             "ridge_a": self.ridge_a,
             "ridge_b": self.ridge_b,
+            "ridge_why": self.ridge_why,
             "centred": bool(centre),
             "anchors": [{"task": a.task, "grid_id": a.identity} for a in anchors],
             "terms": [{"task": t.utd.task, "grid_id": t.utd.grid_id, "coef": t.coef, "provenance": t.utd.provenance} for t in composition],
@@ -166,7 +169,7 @@ class OperatorBank:
         saved = SavedBank(
             {label: self.operator(utd) for label, utd in descriptors.items()},
             {label: {"task": utd.task, "grid_id": utd.grid_id, "provenance": utd.provenance} for label, utd in descriptors.items()},
-            self.site_kind, self.ridge_a, self.ridge_b, self.target.family, self.target.checkpoint, self.binding,
+            self.site_kind, self.ridge_a, self.ridge_b, self.target.family, self.target.checkpoint, self.binding, self.ridge_why,
         )
         saved.save(path)
         return saved

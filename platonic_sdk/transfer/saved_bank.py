@@ -17,7 +17,7 @@ from torch import Tensor
 from ..binding import Target
 from ..edits.edit import OperatorEdit
 from ..errors import CheckpointError, PlatonicError, check_finite
-from ..io import load_tensors, save_tensors
+from ..io import load_tensors, require, save_tensors
 
 KIND = "operator_bank"
 _META = ("target_family", "target_checkpoint", "site_kind", "ridge_a", "ridge_b", "entries")
@@ -35,11 +35,12 @@ class SavedBank:
     target_family: str
     target_checkpoint: str | None
     target: Target | None = None  # None in files written before edits recorded their target
+    ridge_why: str | None = None  # which ridge rule chose the factors (ridge.ridge_rule); None in older files
 
     def metadata(self) -> dict[str, Any]:
         return {"target_family": self.target_family, "target_checkpoint": self.target_checkpoint, "site_kind": self.site_kind,
                 "ridge_a": self.ridge_a, "ridge_b": self.ridge_b, "entries": {k: dict(v) for k, v in self.entries.items()},
-                "target": self.target.describe() if self.target is not None else None}
+                "target": self.target.describe() if self.target is not None else None, "ridge_why": self.ridge_why}
 
     def save(self, path: str | os.PathLike) -> None:
         save_tensors(path, dict(self.operators), KIND, self.metadata())
@@ -55,13 +56,18 @@ class SavedBank:
         if not operators or set(operators) != set(meta["entries"]):
             raise CheckpointError(f"{path}: the operators ({', '.join(operators) or 'none'}) and the entries "
                                   f"({', '.join(meta['entries']) or 'none'}) of the bank differ")
+        require(path, "operator bank", operators, meta, (), {"ridge_a": (int, float), "ridge_b": (int, float), "target_family": str,
+                                                             "site_kind": str})
+        bad = [label for label, entry in meta["entries"].items() if not isinstance(entry, dict)]
+        if bad:
+            raise CheckpointError(f"{path} is a malformed operator bank: the entries {bad} are not JSON objects")
         shapes = {tuple(A.shape) for A in operators.values()}
         if len(shapes) != 1 or len(next(iter(shapes))) != 2:
             raise CheckpointError(f"{path}: a bank's operators are matrices of one shape, got {sorted(shapes)}")
         for label, A in operators.items():
             check_finite(A, f"{path}: operator {label!r}")
         return cls(operators, meta["entries"], meta["site_kind"], meta["ridge_a"], meta["ridge_b"], meta["target_family"],
-                   meta["target_checkpoint"], Target.from_record(meta.get("target")))
+                   meta["target_checkpoint"], Target.from_record(meta.get("target")), meta.get("ridge_why"))
 
     def edit(self, terms: Sequence[tuple[str, float]], strength: float = 0.5) -> OperatorEdit:
         """The edit folding sum_l c_l A_l at `strength`, for (label, c_l) terms."""
@@ -70,5 +76,5 @@ class SavedBank:
             raise PlatonicError(f"the bank has no operator(s) {missing or '(no terms given)'}; it holds {', '.join(self.operators)}")
         A = sum(c * self.operators[n] for n, c in terms)
         info = {"target_family": self.target_family, "target_checkpoint": self.target_checkpoint, "ridge_a": self.ridge_a,
-                "ridge_b": self.ridge_b, "terms": [{"label": n, "coef": c, **self.entries[n]} for n, c in terms]}
+                "ridge_b": self.ridge_b, "ridge_why": self.ridge_why, "terms": [{"label": n, "coef": c, **self.entries[n]} for n, c in terms]}
         return OperatorEdit(A, strength, self.site_kind, info, self.target)

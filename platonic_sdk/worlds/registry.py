@@ -14,6 +14,7 @@ import attrs
 
 from ..data.specs import NAMED, NamedTasks, TaskOptions
 from ..named_registry import NamedRegistry
+from ..ridge import register_zoo
 from ..tasks import Task
 
 
@@ -36,8 +37,13 @@ WORLDS: NamedRegistry[WorldSpec] = NamedRegistry("world", listing="registered", 
 
 
 def register_world(spec: WorldSpec) -> WorldSpec:
-    """Make `spec` available by its name (refused when another world has it)."""
-    return spec if WORLDS.get(spec.name) is spec else WORLDS.register(spec.name, spec)
+    """Make `spec` available by its name (refused when another world has it); the members of its zoo
+    run with its ridge (ridge.register_zoo) unless the user gives one."""
+    if WORLDS.get(spec.name) is spec:
+        return spec
+    WORLDS.register(spec.name, spec)
+    register_zoo(spec.zoo, spec.name, spec.ridge_a, spec.ridge_b)
+    return spec
 
 
 def world_spec(name: str) -> WorldSpec:

@@ -29,6 +29,7 @@ from ..registry import from_config, load
 from ..zeroshot import accuracy
 from .audio import AUDIO_ZOO_RECIPE
 from .pretrain import pretrain
+from .registry import world_spec
 from .zoo import MANIFEST, ZOO_RECIPE, ZooMember, ZooRecipe, finetune_path
 
 RECIPES: dict[str, ZooRecipe] = {"image": ZOO_RECIPE, "audio": AUDIO_ZOO_RECIPE}
@@ -91,8 +92,9 @@ def build(recipe: ZooRecipe, out: Path, names: Sequence[str], steps: int | None 
     corpus_size = corpus_size or recipe.corpus_size
     manifest_path = out / MANIFEST
     out.mkdir(parents=True, exist_ok=True)
+    spec = world_spec(recipe.name)  # the world's ridge, for its members wherever the zoo is copied (ridge.ridge_rule)
     _update_manifest(manifest_path, None, {}, world=recipe.name, world_seed=world.seed, corpus_size=corpus_size,
-                     finetune=dict(recipe.finetune))
+                     finetune=dict(recipe.finetune), ridge={"world": spec.name, "ridge_a": spec.ridge_a, "ridge_b": spec.ridge_b})
     if "pretrain" in stages:
         t0 = time.perf_counter()
         corpus, captions = world.corpus(corpus_size)

@@ -1,0 +1,294 @@
+"""What a user reads is true (issue 22): one ridge rule for the command line and Python, refusals in the
+user's words (one line, status 2, nothing changed), the same refusals in Python as on the command line,
+and `platonic grid --benchmark NAME --dry-run`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+import platonic_sdk as ps
+from platonic_sdk import cli, ridge
+from platonic_sdk.errors import CheckpointError, PlatonicError
+from platonic_sdk.worlds.image import ImageWorld
+from platonic_sdk.worlds.zoo import ZOO_DIR
+
+from test_cli_errors import refused, snapshot
+
+WORLD = ["--train-per-class", "4", "--test-per-class", "3", "--per-class", "2", "--quiet", "--no-cache"]
+
+
+def run(cwd: Path, *argv: str) -> int:
+    """`platonic argv` through cli.main in `cwd`: its exit status."""
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        status = cli.main(list(argv))
+    except SystemExit as exc:
+        status = exc.code
+    finally:
+        os.chdir(old)
+    return status
+
+
+# ---------------------------------------------------------------------------- A. one ridge rule
+@pytest.fixture(scope="module")
+def zoo_bank(tmp_path_factory):
+    """A descriptor of the zoo's clip fine-tune (shapes.utd.safetensors) and `platonic bank` of it on the zoo's siglip."""
+    work = tmp_path_factory.mktemp("ridge")
+    assert run(work, "utd", "--family", "clip", "--checkpoint", str(ZOO_DIR / "clip"), "--ft-checkpoint",
+               str(ZOO_DIR / "finetunes" / "clip" / "amber_shapes.safetensors"), "--task", "amber_shapes", *WORLD,
+               "-o", "shapes.utd.safetensors") == 0
+    return work
+
+
+def test_the_cli_and_python_solve_a_zoo_member_with_the_worlds_ridge_alike(zoo_bank, capsys):
+    from platonic_sdk.worlds import zoo
+    from platonic_sdk.worlds.registry import world_spec
+
+    capsys.readouterr()
+    assert run(zoo_bank, "bank", "--family", "SigLIP", "--checkpoint", str(ZOO_DIR / "siglip"), "--descriptor",
+               "shapes.utd.safetensors", "--quiet", "--no-cache", "-o", "bank.safetensors") == 0
+    out = capsys.readouterr().out
+    image = world_spec("image")
+    assert f"ridge {image.ridge_a:g} / {image.ridge_b:g} (ridge_a / ridge_b): the image world's ridge" in out
+    saved = ps.OperatorBank.load(zoo_bank / "bank.safetensors")
+    assert (saved.ridge_a, saved.ridge_b) == (image.ridge_a, image.ridge_b) and "image world" in saved.ridge_why
+    assert list(saved.operators) == ["shapes"]  # named by the stem, without .utd.safetensors
+
+    target = zoo.member("siglip")  # Python: no ridge passed
+    bank = ps.OperatorBank(target)
+    assert (bank.ridge_a, bank.ridge_b) == (image.ridge_a, image.ridge_b)
+    utd = ps.UTD.load(zoo_bank / "shapes.utd.safetensors")
+    bank.add_grid(ImageWorld(train_per_class=4, test_per_class=3).task("amber_shapes").grid(2, 0))
+    assert torch.allclose(bank.operator(utd), saved.operators["shapes"], atol=1e-6, rtol=1e-5)
+
+    # the same folder loaded by path, before or without the world's module: the zoo's manifest says so
+    assert ridge.ridge_rule(str(ZOO_DIR / "siglip"))[:2] == (image.ridge_a, image.ridge_b)
+    # a given factor wins, and says so; another model gets the paper's
+    given = ps.OperatorBank(target, ridge_b=1e-3)
+    assert (given.ridge_a, given.ridge_b) == (image.ridge_a, 1e-3) and given.ridge_why.startswith("ridge_b given")
+    assert ridge.ridge_rule(str(zoo_bank))[:2] == (ridge.RIDGE_A, ridge.RIDGE_B)
+    assert ridge.ridge_rule(str(ZOO_DIR / "finetunes"))[:2] == (ridge.RIDGE_A, ridge.RIDGE_B)  # not a member
+
+
+def test_a_bank_entry_is_named_by_the_stem_and_add_takes_it(zoo_bank, capsys):
+    if not (zoo_bank / "bank.safetensors").is_file():
+        pytest.skip("needs the bank of the test above")
+    for name in ("shapes", "shapes.utd.safetensors"):
+        assert run(zoo_bank, "edit", "--bank", "bank.safetensors", "--add", name, "--quiet", "-o", "e.safetensors") == 0
+    assert "recorded in the bank, the image world's ridge" in capsys.readouterr().out
+    edit = ps.Edit.load(zoo_bank / "e.safetensors")
+    assert "image world" in edit.meta["ridge_why"]
+
+
+def test_the_shipped_zoos_record_their_worlds_ridge():
+    from platonic_sdk.worlds.registry import world_spec
+
+    for name in ("image", "audio"):
+        spec = world_spec(name)
+        manifest = json.loads((spec.zoo / "zoo.json").read_text())
+        assert manifest["ridge"] == {"world": name, "ridge_a": spec.ridge_a, "ridge_b": spec.ridge_b}
+
+
+def test_ridges_are_checked_where_they_are_given():
+    model = ps.from_config("clip", seed=0)
+    for bad in (-1, float("nan"), "0.1", True):
+        with pytest.raises(PlatonicError, match="ridge_a must be a finite number >= 0"):
+            ps.OperatorBank(model, ridge_a=bad)
+
+
+# ---------------------------------------------------------------------------- B. messages in the user's words
+def test_an_edit_for_a_residual_head_on_a_projection_names_both_models(zoo_bank, capsys):
+    if not (zoo_bank / "bank.safetensors").is_file():
+        pytest.skip("needs the bank of the test above")
+    run(zoo_bank, "edit", "--bank", "bank.safetensors", "--add", "shapes", "--quiet", "-o", "sig.safetensors")
+    line = refused(capsys, zoo_bank, "this edit was made for siglip", "evaluate", "--family", "clip", "--checkpoint",
+                   str(ZOO_DIR / "clip"), "--edit", "sig.safetensors", "--task", "amber_shapes", *WORLD)
+    assert f"siglip ({ZOO_DIR / 'siglip'})" in line and f"clip ({ZOO_DIR / 'clip'}) has a projection site" in line
+    assert "attention-pool head (a residual_head site)" in line
+
+
+def test_an_unknown_family_is_named_first(tmp_path, capsys):
+    line = refused(capsys, tmp_path, "nosuch", "utd", "--family", "nosuch", "--task", "t")
+    assert "family" in line
+
+
+def test_messages_are_never_cut(tmp_path, capsys, monkeypatch):
+    from platonic_sdk import commands
+
+    long = "offline: " + " ".join(f"word{i}" for i in range(120)) + " installation"
+    monkeypatch.setattr(commands, "load_model", lambda *a, **k: (_ for _ in ()).throw(OSError(long)))
+    import platonic_sdk.data.benchmark as bm
+
+    monkeypatch.setattr(bm, "load_benchmark", lambda *a, **k: None)
+    line = refused(capsys, tmp_path, long, "grid", "--benchmark", "paper-image", "--data-root", str(tmp_path), "--out",
+                   str(tmp_path / "run"), "--no-cache")
+    assert line.endswith("installation); give --model clip=PATH of a local checkpoint")
+
+
+def _broken(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n not really")
+
+
+def test_a_folder_load_names_every_unreadable_file_at_once(tmp_path):
+    from platonic_sdk.data.images import image_folder_task
+
+    for cls in ("ring", "star"):
+        (tmp_path / "a" / cls).mkdir(parents=True)
+        for i in range(3):
+            Image.new("RGB", (8, 8), (40 * i, 0, 0)).save(tmp_path / "a" / cls / f"{i}.png")
+    _broken(tmp_path / "a" / "ring" / "bad1.png")
+    _broken(tmp_path / "a" / "star" / "bad2.png")
+    with pytest.raises(PlatonicError) as err:
+        image_folder_task(tmp_path / "a")
+    message = str(err.value)
+    assert message.startswith("2 of 8 image files cannot be read") and "bad1.png" in message and "bad2.png" in message
+    for i in range(12):
+        _broken(tmp_path / "a" / "star" / f"more{i:02d}.png")
+    with pytest.raises(PlatonicError, match=r"^14 of 20 image files cannot be read: .*; and 4 more$"):
+        image_folder_task(tmp_path / "a")
+
+
+def test_an_audio_folder_load_names_every_unreadable_file_at_once(tmp_path):
+    from platonic_sdk.data.audio import Waveform, folder_task, write_audio
+
+    for cls in ("low", "high"):
+        for i in range(3):
+            write_audio(tmp_path / cls / f"{i}.wav", Waveform(torch.zeros(800).numpy() + 0.1 * i, 8000))
+    (tmp_path / "low" / "bad1.wav").write_bytes(b"RIFF0000WAVEjunk")
+    (tmp_path / "high" / "bad2.wav").write_bytes(b"not audio")
+    with pytest.raises(PlatonicError) as err:
+        folder_task(tmp_path)
+    assert str(err.value).startswith("2 of 8 audio files cannot be read") and "bad1.wav" in str(err.value) and "bad2.wav" in str(err.value)
+
+
+# ---------------------------------------------------------------------------- C. the same refusals in Python
+def test_an_identical_edit_is_not_applied_twice_unless_allowed():
+    model = ps.from_config("clip", seed=0)
+    site = model.last_affine()
+    A = 0.01 * torch.randn(site.weight.shape[0], site.weight.shape[0], generator=torch.Generator().manual_seed(0))
+    first, twin = ps.OperatorEdit(A, 0.5), ps.OperatorEdit(A.clone(), 1.0)
+    before = {k: v.clone() for k, v in model.model.state_dict().items()}
+    first.apply(model)
+    after_one = {k: v.clone() for k, v in model.model.state_dict().items()}
+    with pytest.raises(PlatonicError, match="an identical edit .* is already applied to this clip model"):
+        twin.apply(model)
+    assert all(torch.equal(v, after_one[k]) for k, v in model.model.state_dict().items())  # nothing changed
+    twin.apply(model, allow_twice=True)
+    twin.remove()
+    first.remove()
+    assert all(torch.equal(v, before[k]) for k, v in model.model.state_dict().items())
+
+
+def test_feature_caches_with_nan_or_missing_tensors_are_refused_naming_the_file(tmp_path):
+    from platonic_sdk.evaluate.features import FeatureCache
+    from platonic_sdk.io import save_tensors
+
+    good = {"site_inputs": torch.ones(3, 4), "raw_embeddings": torch.ones(3, 4), "labels": torch.tensor([0, 1, 0])}
+    save_tensors(tmp_path / "ok.safetensors", good, "feature_cache", {})
+    assert FeatureCache.load(tmp_path / "ok.safetensors").raw_embeddings.shape == (3, 4)
+    nan = dict(good, raw_embeddings=torch.tensor([[float("nan")] * 4] * 3))
+    save_tensors(tmp_path / "nan.safetensors", nan, "feature_cache", {})
+    with pytest.raises(CheckpointError, match=r"nan\.safetensors holds 12 NaN/inf value\(s\) in 'raw_embeddings'"):
+        FeatureCache.load(tmp_path / "nan.safetensors")
+    save_tensors(tmp_path / "part.safetensors", {k: v for k, v in good.items() if k != "labels"}, "feature_cache", {})
+    with pytest.raises(CheckpointError, match=r"part\.safetensors is a malformed feature cache: it has no tensor 'labels'"):
+        FeatureCache.load(tmp_path / "part.safetensors")
+
+
+def test_a_feature_store_entry_with_nan_is_encoded_again(tmp_path):
+    from platonic_sdk.feature_store import FeatureStore
+
+    store = FeatureStore(tmp_path)
+    parts = {"model": "m", "dataset": "d", "preprocessing": "p", "site": "s", "count": "2"}
+    store.put(parts, torch.ones(2, 3), torch.tensor([[1.0, float("inf"), 0.0]] * 2))
+    with pytest.warns(UserWarning, match="NaN/inf"):
+        assert store.get(parts) is None
+
+
+def test_malformed_files_raise_a_platonic_error_naming_the_file(tmp_path):
+    import safetensors.torch
+
+    from platonic_sdk.io import save_tensors
+
+    no_kind = tmp_path / "nokind.safetensors"
+    safetensors.torch.save_file({"operator": torch.eye(3)}, str(no_kind), metadata={"format": "platonic_sdk", "meta": "{}"})
+    with pytest.raises(CheckpointError, match=r"nokind\.safetensors has a platonic_sdk header without a 'kind'"):
+        ps.Edit.load(no_kind)
+    listed = tmp_path / "listed.safetensors"
+    save_tensors(listed, {"utd": torch.ones(2, 3)}, "utd", {"grid_id": ["a", "b"], "task": "t"})
+    with pytest.raises(CheckpointError, match=r"listed\.safetensors is a malformed descriptor file: its 'grid_id' is \['a', 'b'\]"):
+        ps.UTD.load(listed)
+    bad_edit = tmp_path / "badedit.safetensors"
+    save_tensors(bad_edit, {"operator": torch.eye(3)}, "operator_edit", {"strength": "lots", "site_kind": "projection"})
+    with pytest.raises(CheckpointError, match=r"badedit\.safetensors is a malformed operator_edit file: strength"):
+        ps.Edit.load(bad_edit)
+
+
+def test_a_later_save_removes_what_a_killed_save_left(tmp_path):
+    """A writer killed with SIGKILL inside atomic_path leaves its temporary file; the next save of that path removes it."""
+    target = tmp_path / "x.safetensors"
+    code = ("import sys, time; from platonic_sdk.atomic import atomic_path\n"
+            f"with atomic_path({str(target)!r}) as tmp:\n    tmp.write_bytes(b'half'); print('in', flush=True); time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "in"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith(".x.safetensors.") and not target.exists()
+    other = tmp_path / f".x.safetensors.elsewhere.{os.getpid()}.abc.tmp"  # another host's: left alone
+    other.write_bytes(b"")
+    from platonic_sdk.io import save_tensors
+
+    save_tensors(target, {"t": torch.ones(1)}, "test", {})
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([other.name, "x.safetensors"])
+
+
+# ---------------------------------------------------------------------------- D. grid --dry-run
+def test_grid_dry_run_checks_everything_and_writes_nothing(tmp_path, capsys):
+    import dataset_layouts as layouts  # noqa: F401  (the paper benchmark test's fake layouts)
+    from test_paper_benchmark import image_layouts, zoo_families
+
+    image_layouts(tmp_path / "data", cifar_test_per_class=1)
+    out = tmp_path / "run"
+    models = [a for f, m in zoo_families(tmp_path).items() for a in ("--model", f"{f}={m}")]
+    cache = tmp_path / "cache"
+    from platonic_sdk.data.benchmark import load_benchmark
+    from platonic_sdk.feature_store import FeatureStore
+    from platonic_sdk.features import site_features
+
+    loaded = load_benchmark("paper-image", tmp_path / "data")  # one evaluation set already in the cache
+    site_features(ps.load("clip", str(ZOO_DIR / "clip")), loaded.tasks["MNIST"].test.items, cache=FeatureStore(cache))
+    before = snapshot(tmp_path)
+    status = run(tmp_path, "grid", "--benchmark", "paper-image", "--data-root", str(tmp_path / "data"), "--out", str(out),
+                 *models, "--dry-run", "--cache-dir", str(cache), "--quiet")
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    assert "--dry-run: every dataset and model loads; nothing was written" in printed
+    assert "finetunes to make: 48 of 48 (clip: 8 tasks; " in printed  # 6 families x 8 tasks, none made yet
+    assert re.search(r"\ncells: \d+ addition \(cross-family\)\ncells: \d+ negation \(cross-family\)\n", printed)
+    mnist = len(loaded.tasks["MNIST"].test)
+    assert re.search(rf"\nclip: \d+ items to encode \(10 test splits, 8 probe grids\), {mnist} of them in the feature cache "
+                     r"\(1 of 18 sets\); \d+ fine-tuned probe rows on 8 fine-tunes\n", printed), printed
+    for family in ("openclip", "metaclip", "siglip", "siglip2", "evaclip"):
+        assert re.search(rf"\n{family}: \d+ items to encode .*, 0 of them in the feature cache \(0 of 18 sets\)", printed)
+    assert snapshot(tmp_path) == before and not out.exists()  # no run folder, no fine-tunes, no cache entry
+    # a missing dataset is named as in a real run, before any model loads
+    for path in sorted((tmp_path / "data" / "eurosat").rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+    refused(capsys, tmp_path, "1 of 10 datasets are missing", "grid", "--benchmark", "paper-image", "--data-root",
+            str(tmp_path / "data"), "--out", str(out), *models, "--dry-run", "--no-cache")
