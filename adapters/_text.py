@@ -1,7 +1,7 @@
 """Text tokenizers for the adapters: train a tiny one in-process, and guard every loaded one.
 
 Offline, several transformers tokenizer classes silently return a 2-5 token vocabulary for a hub id
-they cannot fetch (ENVIRONMENT.md); `check_vocab` turns that into a loud CheckpointError.
+they cannot fetch (with HF_HUB_OFFLINE=1 or no network); `check_vocab` turns that into a loud CheckpointError.
 """
 
 from __future__ import annotations
