@@ -170,6 +170,11 @@ class HFImageTextEncoder(DualEncoder):
         return ["self_attn.q_proj", "self_attn.v_proj"]
 
     @property
+    def logit_scale(self) -> float:
+        """exp of the model's stored `logit_scale` (CLIPModel, SiglipModel and Siglip2Model keep its log)."""
+        return float(self._model.logit_scale.detach().exp())
+
+    @property
     def context_length(self) -> int:
         """Number of text positions of the text tower (texts are padded/truncated to it)."""
         return int(self._model.config.text_config.max_position_embeddings)

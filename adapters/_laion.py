@@ -78,6 +78,11 @@ class LaionClapEncoder(DualEncoder):
         return ["attn.qkv"]
 
     @property
+    def logit_scale(self) -> float:
+        """The audio-to-text logit scale, exp of laion_clap's stored `logit_scale_a` (one per direction)."""
+        return float(self._model.logit_scale_a.detach().exp())
+
+    @property
     def audio_cfg(self) -> dict[str, Any]:
         """laion_clap's audio settings (sample_rate, clip_samples, hop_size, mel_bins, ...)."""
         return dict(vars(self._model.audio_cfg))

@@ -100,9 +100,9 @@ class ClapEncoder(DualEncoder):
         return int(self.feature_extractor.sampling_rate)
 
     @property
-    def logit_scale(self) -> Tensor:
-        """log of the audio-to-text logit temperature (CLAP keeps one per direction; this is the audio one)."""
-        return self._model.logit_scale_a
+    def logit_scale(self) -> float:
+        """The audio-to-text logit scale, exp of the stored `logit_scale_a` (CLAP keeps one per direction)."""
+        return float(self._model.logit_scale_a.detach().exp())
 
     def preprocess(self, items: Sequence[Any]) -> dict[str, Tensor]:
         """Waveforms or audio file paths -> mono at the model's rate, cropped to its window (`input_format`;

@@ -188,6 +188,11 @@ class OpenClipEncoder(DualEncoder):
         return ["attn.q_proj", "attn.v_proj"]
 
     @property
+    def logit_scale(self) -> float:
+        """exp of open_clip's stored `logit_scale` (its log)."""
+        return float(self._model.logit_scale.detach().exp())
+
+    @property
     def context_length(self) -> int:
         return int(self._model.context_length)
 

@@ -23,6 +23,7 @@ from .demo import demo_config
 from .errors import PlatonicError
 from .evaluate.settings import KIND_CHOICES, DEFAULT_METHODS, CellSettings, ExperimentConfig, default
 from .ridge import RIDGE_A, RIDGE_B
+from .spaces import DEFAULT_SPACE, SPACES
 from .version import __version__
 from .worlds.registry import world_names
 
@@ -146,6 +147,9 @@ def build_parser() -> Parser:
                    help="accept an adapter whose recorded base model has another name (e.g. the hub id of a local copy)")
     p.add_argument("--finetune", action="store_true", help="fine-tune --checkpoint on the task here instead (with the recipe options)")
     p.add_argument("--save-finetune", type=output_file, metavar="FILE", help="also save the fine-tune's task vector")
+    p.add_argument("--space", choices=SPACES, type=str.lower, default=DEFAULT_SPACE,
+                   help=f"descriptor space: affinity (the paper's UTD), probability, pseudo_label or confidence; the last three "
+                        f"are scaled to the affinity UTD's norm (docs/method.md sec. 15; {DEFAULT_SPACE})")
     p.add_argument("-o", "--output", type=output_file, metavar="FILE", help="where to write the UTD (.safetensors)")
     p.set_defaults(func=commands.cmd_utd)
 
@@ -204,6 +208,9 @@ def build_parser() -> Parser:
         what = "strength of weight-space task vectors" if kind == "weight_space" else f"closed-form strength on {kind} cells"
         p.add_argument(f"--{name.replace('_', '-')}", type=finite_float, help=f"{what} ({default(CellSettings, name)})")
     _kind_options(p)
+    p.add_argument("--space", choices=SPACES, type=str.lower,
+                   help=f"descriptor space of every descriptor-transferring method and study (default: {default(CellSettings, 'space')}; "
+                        f"closed_form_<space> methods compare the others)")
     _lora_options(p, "LoRA route", "the world's, else ")
     p.add_argument("--sweep-strengths", nargs="+", type=finite_float, help="strengths of the sweep (default: 0 to 2 in steps of 0.25)")
     p.add_argument("--sweep-cells", type=count, help=f"cells per kind in the strength sweep, evenly spaced ({default(ExperimentConfig, 'sweep_cells')}; 0: all)")

@@ -278,9 +278,9 @@ def cmd_utd(args: argparse.Namespace) -> int:
         prov["finetune"] = tuned.metadata
         if args.save_finetune:
             tuned.save(args.save_finetune)
-    utd = UTD.compute(pre, ft, grid, args.batch_size, **prov)
+    utd = UTD.compute(pre, ft, grid, args.batch_size, space=args.space, **prov)
     utd.save(args.output)
-    print(f"wrote {args.output}: UTD of {task.name!r} on {args.family}, shape {utd.shape}, norm {float(utd.matrix.norm()):.4f}, grid {utd.grid_id}")
+    print(f"wrote {args.output}: UTD of {task.name!r} on {args.family} ({utd.space} space), shape {utd.shape}, norm {float(utd.matrix.norm()):.4f}, grid {utd.grid_id}")
     _report_movement(pre, ft, task, args, utd)
     return 0
 
@@ -630,7 +630,7 @@ def _experiment(args: argparse.Namespace, dry: bool = False):
     counts = {k: v or None for k, v in given("sweep_cells", "similarity_probes").items()}  # 0: every cell / probe
     config = ExperimentConfig(
         cells=selections(args.kinds, args.groups, args.max_cells), pairing=args.pairing,
-        settings=CellSettings(**given("addition_strength", "negation_strength", "weight_space_strength"), lora=lora, seed=args.seed, **kind_options(args)),
+        settings=CellSettings(**given("addition_strength", "negation_strength", "weight_space_strength", "space"), lora=lora, seed=args.seed, **kind_options(args)),
         methods=tuple(dict.fromkeys(["zero_shot", *args.methods])) if args.methods else DEFAULT_METHODS,
         method_cells=dict(parse_method_cells(args.method_cells or [])), held_out=tuple(held_out), similarity=not args.no_similarity,
         **given("sweep_strengths"), **counts,

@@ -2,6 +2,8 @@
 
 A UTD is a P x M matrix of affinity changes on one task's grid; its shape never depends on the model.
 A Composition is a formal signed sum of UTDs: terms on different grids stay separate terms.
+Descriptors in prediction space (`space`: probability, pseudo_label, confidence; docs/method.md sec. 15)
+live on the same grids, compose, transfer and save the same way; descriptors of different spaces never mix.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ import torch
 from torch import Tensor
 
 from .edits.edit import Edit
-from .errors import GridMismatchError, PlatonicError, ShapeError, check_finite, check_real, check_strength
+from .errors import GridMismatchError, PlatonicError, ShapeError, SpaceMismatchError, check_finite, check_real, check_strength
 from .features import encode_items, landmarks
 from .io import load_tensors, require, save_tensors
-from .linalg import descriptor_cosine, utd
+from .linalg import descriptor_cosine, space_descriptor
 from .protocol import DualEncoder
+from .spaces import SCALED_SPACES, check_space
 from .tasks import Grid
 
 if TYPE_CHECKING:
@@ -52,14 +55,31 @@ def _matrix(value: Tensor) -> Tensor:
     return value
 
 
+# the descriptor spaces (spaces.SPACES), and "labels": the labelled reference (evaluate/label_reference.py),
+# which no model computes
+REFERENCE_SPACES = ("labels",)
+
+
+def _space(_: Any, __: attrs.Attribute, value: str) -> None:
+    if value not in REFERENCE_SPACES:
+        check_space(value)
+
+
 @attrs.frozen(eq=False)
 class UTD:
-    """UTD[i, j] = <f_ft(x_i), g(p_j)> - <f_pre(x_i), g(p_j)> on grid `grid_id` of task `task`."""
+    """UTD[i, j] = <f_ft(x_i), g(p_j)> - <f_pre(x_i), g(p_j)> on grid `grid_id` of task `task`.
+
+    `space` says what the matrix measures (linalg.space_descriptor; docs/method.md sec. 15): "affinity"
+    (the paper's UTD above, the default), "probability" (softmax(s <f_ft, g>) - softmax(s <f_pre, g>)),
+    "pseudo_label" ([argmax <f_ft, g> = j] - 1/M) or "confidence" (the pseudo-label row times the
+    fine-tuned model's top probability); the last three scaled to the affinity UTD's Frobenius norm.
+    """
 
     matrix: Tensor = attrs.field(converter=_matrix)
     grid_id: str
     task: str
     provenance: dict[str, Any] = attrs.field(factory=dict)
+    space: str = attrs.field(default="affinity", validator=_space)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -80,22 +100,34 @@ class UTD:
             raise ShapeError(f"descriptor has shape {self.shape}, but its grid is {grid.shape}")
 
     @classmethod
-    def from_features(cls, f_pre: Tensor, f_ft: Tensor, g: Tensor, grid: Grid, **provenance: Any) -> "UTD":
-        """Descriptor from probe embeddings before/after a change and the grid's landmarks."""
+    def from_features(cls, f_pre: Tensor, f_ft: Tensor, g: Tensor, grid: Grid, space: str = "affinity",
+                      logit_scale: float | None = None, **provenance: Any) -> "UTD":
+        """Descriptor in `space` from probe embeddings before/after a change and the grid's landmarks
+        (`logit_scale`: the model's s, needed by the probability and confidence spaces)."""
         if f_pre.shape[0] != grid.shape[0] or g.shape[0] != grid.shape[1]:
             raise ShapeError(f"features give {f_pre.shape[0]} x {g.shape[0]}, but the grid is {grid.shape}")
-        return cls(utd(f_pre, f_ft, g), grid.identity, grid.task, provenance)
+        check_space(space)
+        if space in SCALED_SPACES:
+            if logit_scale is None:
+                raise PlatonicError(f"the {space} space needs the model's logit scale (logit_scale=)")
+            provenance = {**provenance, "logit_scale": float(logit_scale)}
+        return cls(space_descriptor(space, f_pre, f_ft, g, logit_scale), grid.identity, grid.task, provenance, space)
 
     @classmethod
     def compute(
         cls, pre: DualEncoder, ft: DualEncoder | Edit | str | os.PathLike | PeftModel, grid: Grid, batch_size: int = 64,
-        **provenance: Any,
+        space: str = "affinity", logit_scale: float | None = None, **provenance: Any,
     ) -> "UTD":
-        """Descriptor of `ft` against `pre` (the text tower of `pre` gives the landmarks).
+        """Descriptor of `ft` against `pre` (the text tower of `pre` gives the landmarks) in `space`
+        ("affinity", the paper's UTD; "probability", "pseudo_label", "confidence": see the class).
 
         `ft` is a fine-tuned encoder of the same family, or a change of `pre` applied while encoding and
         removed after: an `Edit`, or a peft LoRA adapter trained on `pre` (its folder, or a PeftModel).
+        `logit_scale` overrides `pre.logit_scale` (the probability and confidence spaces read it).
         """
+        check_space(space)
+        if space in SCALED_SPACES and logit_scale is None:
+            logit_scale = pre.logit_scale  # before any encoding: a family without one fails fast
         if isinstance(ft, DualEncoder) and (pre.family != ft.family or pre.embed_dim != ft.embed_dim):
             raise PlatonicError(f"a UTD compares two states of one model, got {pre.family} and {ft.family}")
         change = None if isinstance(ft, DualEncoder) else _as_change(ft, pre)  # refused before any encoding
@@ -110,35 +142,38 @@ class UTD:
             with change.applied_to(pre):
                 f_ft = encode_items(pre, grid.items, batch_size)
         provenance = {"family": pre.family, "checkpoint": pre.checkpoint, **provenance}
-        return cls.from_features(f_pre, f_ft, g, grid, **provenance)
+        return cls.from_features(f_pre, f_ft, g, grid, space, logit_scale, **provenance)
 
     def random_like(self, seed: int = 0) -> "UTD":
         """Random-UTD baseline: Gaussian entries rescaled to this descriptor's Frobenius norm."""
         gen = torch.Generator().manual_seed(seed)
         noise = torch.randn(self.shape, generator=gen)
         noise = noise * (self.matrix.norm() / noise.norm())
-        return UTD(noise, self.grid_id, self.task, {**self.provenance, "random_seed": seed, "baseline": "random"})
+        return UTD(noise, self.grid_id, self.task, {**self.provenance, "random_seed": seed, "baseline": "random"}, self.space)
 
     def centred(self) -> "UTD":
         """Row-centred descriptor U[i, j] - mean_j U[i, j]: drops the per-probe offset shared by all of the
         task's prompts, which no zero-shot prediction on this task can see."""
-        return UTD(centre_rows(self.matrix), self.grid_id, self.task, {**self.provenance, "centred": True})
+        return UTD(centre_rows(self.matrix), self.grid_id, self.task, {**self.provenance, "centred": True}, self.space)
 
     def cosine(self, other: "UTD") -> float:
         """Cosine between flattened descriptors on the same grid."""
         if other.grid_id != self.grid_id:
             raise GridMismatchError(f"cannot compare descriptors on grids {self.grid_id} and {other.grid_id}")
+        if other.space != self.space:
+            raise SpaceMismatchError(f"cannot compare a {self.space} descriptor with a {other.space} descriptor")
         return descriptor_cosine(self.matrix, other.matrix)
 
     def save(self, path: str | os.PathLike) -> None:
-        save_tensors(path, {"utd": self.matrix}, "utd", {"grid_id": self.grid_id, "task": self.task, "provenance": self.provenance})
+        save_tensors(path, {"utd": self.matrix}, "utd",
+                     {"grid_id": self.grid_id, "task": self.task, "provenance": self.provenance, "space": self.space})
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "UTD":
         tensors, meta, _ = load_tensors(path, "utd", real=True)
         require(path, "descriptor file", tensors, meta, ("utd",), {"grid_id": str, "task": str})
         require(path, "descriptor file", tensors, {"provenance": {}, **meta}, (), {"provenance": dict})
-        return cls(tensors["utd"], meta["grid_id"], meta["task"], meta.get("provenance", {}))
+        return cls(tensors["utd"], meta["grid_id"], meta["task"], meta.get("provenance", {}), meta.get("space", "affinity"))
 
     # algebra: every operation yields a Composition
     def as_composition(self) -> "Composition":
@@ -159,7 +194,8 @@ class UTD:
     __rmul__ = __mul__
 
     def __repr__(self) -> str:
-        return f"UTD(task={self.task!r}, grid={self.grid_id}, shape={self.shape}, norm={float(self.matrix.norm()):.4g})"
+        space = "" if self.space == "affinity" else f", space={self.space!r}"
+        return f"UTD(task={self.task!r}, grid={self.grid_id}, shape={self.shape}, norm={float(self.matrix.norm()):.4g}{space})"
 
 
 @attrs.frozen
@@ -177,6 +213,12 @@ class Composition:
     terms: tuple[Term, ...]
 
     def __attrs_post_init__(self) -> None:
+        spaces = list(dict.fromkeys(term.utd.space for term in self.terms))
+        if len(spaces) > 1:
+            raise SpaceMismatchError(
+                f"cannot compose descriptors of different spaces ({', '.join(spaces)}): their entries measure different "
+                f"things; compute every term in one space (UTD.compute(..., space=...))"
+            )
         grids: dict[str, str] = {}
         for term in self.terms:
             known = grids.setdefault(term.utd.task, term.utd.grid_id)
@@ -220,6 +262,11 @@ class Composition:
 
     def __len__(self) -> int:
         return len(self.terms)
+
+    @property
+    def space(self) -> str | None:
+        """The space of every term's descriptor (None for an empty composition)."""
+        return self.terms[0].utd.space if self.terms else None
 
     @property
     def tasks(self) -> tuple[str, ...]:

@@ -22,6 +22,10 @@ class GridMismatchError(PlatonicError, ValueError):
     """Descriptors or features from different grids were combined."""
 
 
+class SpaceMismatchError(PlatonicError, ValueError):
+    """Descriptors of different spaces (affinity, probability, ...) were combined or compared."""
+
+
 class NonFiniteError(PlatonicError, ValueError):
     """NaN or inf where finite numbers are required."""
 

@@ -25,6 +25,14 @@ __all__ = [
     "unit_rows",
     "edited_embeddings",
     "first_order_change",
+    "probability_change",
+    "pseudo_labels",
+    "confidence_labels",
+    "norm_matched",
+    "space_descriptor",
+    "procrustes_map",
+    "lstsq_map",
+    "ridge_lstsq",
 ]
 
 
@@ -282,3 +290,133 @@ def first_order_change(S: Tensor, Z: Tensor, A: Tensor, G: Tensor) -> Tensor:
     f = Z / norms
     G = unit_rows(G)
     return D @ G.T - (D * f).sum(1, keepdim=True) * (f @ G.T)
+
+
+# ------------------------------------------------------------------ descriptors in prediction space
+# (docs/method.md sec. 15, an extension; the names in spaces.py). Each takes unit-norm probe rows (P x d)
+# and the grid's class landmarks g (M x d: one per class, the normalised mean of its templates) and
+# returns a P x M matrix.
+
+
+def _logits(f: Tensor, g: Tensor, logit_scale: float) -> Tensor:
+    """s <f_i, g_j> on unit rows, in float64 (the zero-shot head's logits over the grid's M classes)."""
+    if not (float(logit_scale) > 0 and float(logit_scale) != float("inf")):
+        raise ValueError(f"the logit scale must be a finite positive number, got {logit_scale!r}")
+    return float(logit_scale) * (unit_rows(f.double()) @ unit_rows(g.double()).T)
+
+
+def _check_rows(f: Tensor, g: Tensor, what: str = "f") -> None:
+    if f.ndim != 2 or g.ndim != 2 or g.shape[1] != f.shape[1] or 0 in g.shape:
+        raise ShapeError(f"{what} must be P x d and g M x d (M >= 1), got {tuple(f.shape)} and {tuple(g.shape)}")
+
+
+def probability_change(f_pre: Tensor, f_ft: Tensor, g: Tensor, logit_scale: float) -> Tensor:
+    """D[i, j] = softmax_j(s <f_ft_i, g_j>) - softmax_j(s <f_pre_i, g_j>): the change of each probe's
+    zero-shot class probabilities over the grid's M classes (rows sum to 0), s the logit scale."""
+    if f_ft.shape != f_pre.shape:
+        raise ShapeError(f"f_pre and f_ft must be matching P x d matrices, got {tuple(f_pre.shape)} and {tuple(f_ft.shape)}")
+    _check_rows(f_pre, g, "f_pre")
+    change = _logits(f_ft, g, logit_scale).softmax(dim=1) - _logits(f_pre, g, logit_scale).softmax(dim=1)
+    return change.to(f_pre.dtype)
+
+
+def pseudo_labels(f_ft: Tensor, g: Tensor) -> Tensor:
+    """D[i, j] = [argmax_j' <f_ft_i, g_j'> = j] - 1/M: one-hot of each probe's predicted class (ties: the
+    first class) minus its row mean, so every row sums to 0."""
+    _check_rows(f_ft, g, "f_ft")
+    M = g.shape[0]
+    predicted = (unit_rows(f_ft.double()) @ unit_rows(g.double()).T).argmax(dim=1)
+    return (torch.nn.functional.one_hot(predicted, M).double() - 1.0 / M).to(f_ft.dtype)
+
+
+def confidence_labels(f_ft: Tensor, g: Tensor, logit_scale: float) -> Tensor:
+    """D[i, j] = max_j' softmax_j'(s <f_ft_i, g_j'>) * ([argmax = j] - 1/M): pseudo-labels weighted by the
+    fine-tuned model's confidence in its own prediction, s the logit scale."""
+    _check_rows(f_ft, g, "f_ft")
+    confidence = _logits(f_ft, g, logit_scale).softmax(dim=1).amax(dim=1, keepdim=True)
+    return (confidence * pseudo_labels(f_ft, g).double()).to(f_ft.dtype)
+
+
+def norm_matched(matrix: Tensor, reference: Tensor) -> Tensor:
+    """`matrix` scaled to the Frobenius norm of `reference`: D ||R||_F / ||D||_F (a zero matrix stays zero)."""
+    norm = matrix.double().norm()
+    if norm == 0:
+        return torch.zeros_like(matrix)
+    return (matrix.double() * (reference.double().norm() / norm)).to(matrix.dtype)
+
+
+def space_descriptor(space: str, f_pre: Tensor, f_ft: Tensor, g: Tensor, logit_scale: float | None = None) -> Tensor:
+    """The P x M descriptor of a change f_pre -> f_ft in `space`, scale convention included:
+
+    affinity      U = <f_ft, g> - <f_pre, g>                              (the paper's UTD, natural units)
+    probability   softmax(s <f_ft, g>) - softmax(s <f_pre, g>)            scaled to ||U||_F
+    pseudo_label  [argmax <f_ft, g> = j] - 1/M                            scaled to ||U||_F
+    confidence    max softmax(s <f_ft, g>) * ([argmax <f_ft, g> = j] - 1/M)  scaled to ||U||_F
+
+    U is the affinity UTD of the same change on the same grid, so every space carries as much change as
+    the paper's descriptor and the strengths mean the same. `logit_scale` (s) is needed by probability and
+    confidence only.
+    """
+    if space not in ("affinity", "probability", "pseudo_label", "confidence"):  # spaces.SPACES
+        raise ValueError(f"unknown descriptor space {space!r}; the spaces are affinity, probability, pseudo_label, confidence")
+    U = utd(f_pre, f_ft, g)
+    if space == "affinity":
+        return U
+    if space in ("probability", "confidence") and logit_scale is None:
+        raise ValueError(f"the {space} space needs the model's logit scale")
+    if space == "probability":
+        raw = probability_change(f_pre, f_ft, g, logit_scale)
+    elif space == "pseudo_label":
+        raw = pseudo_labels(f_ft, g)
+    else:
+        raw = confidence_labels(f_ft, g, logit_scale)
+    return norm_matched(raw, U).to(U.dtype)
+
+
+# ------------------------------------------------------------------ the alignment baseline (docs/method.md sec. 16)
+def _centred64(x: Tensor) -> Tensor:
+    x = x.detach().to(torch.float64)
+    return x - x.mean(dim=0, keepdim=True)
+
+
+def _check_pair(X_s: Tensor, X_t: Tensor) -> None:
+    if X_s.ndim != 2 or X_t.ndim != 2 or X_s.shape[0] != X_t.shape[0] or X_s.shape[0] < 2:
+        raise ShapeError(f"a map between embedding spaces needs two P x d matrices of the same P >= 2 rows, "
+                         f"got {tuple(X_s.shape)} and {tuple(X_t.shape)}")
+    check_finite(X_s, "source embeddings")
+    check_finite(X_t, "target embeddings")
+
+
+def procrustes_map(X_s: Tensor, X_t: Tensor) -> Tensor:
+    """Orthogonal Procrustes between widths: R = U V^T (d_s x d_t) from the thin SVD U S V^T of the centred
+    cross-covariance C = (X_s - mean)^T (X_t - mean), the semi-orthogonal map (R R^T = I or R^T R = I) that
+    maximises tr(R^T C). For d_s <= d_t it minimises ||(X_s - mean) R - (X_t - mean)||_F exactly; for
+    d_s > d_t, where ||X_s R|| depends on R, it is the usual closed-form choice. Where the probes do not
+    determine it (C of rank r < min(d_s, d_t), e.g. fewer probes than width), R = U_r V_r^T over the singular
+    values above 1e-10 of the largest: a partial isometry, zero off the probes' span, instead of an
+    arbitrary completion. Float64, in X_s's dtype."""
+    _check_pair(X_s, X_t)
+    u, s, vh = torch.linalg.svd(_centred64(X_s).T @ _centred64(X_t), full_matrices=False)
+    keep = s > s[0] * 1e-10 if len(s) and s[0] > 0 else torch.zeros_like(s, dtype=torch.bool)
+    return (u[:, keep] @ vh[keep]).to(X_s.dtype)
+
+
+def lstsq_map(X_s: Tensor, X_t: Tensor) -> Tensor:
+    """The least-squares R (d_s x d_t) minimising ||(X_s - mean) R - (X_t - mean)||_F (the minimum-norm
+    one when the centred rows do not determine it). Float64, returned in X_s's dtype."""
+    _check_pair(X_s, X_t)
+    return (torch.linalg.pinv(_centred64(X_s)) @ _centred64(X_t)).to(X_s.dtype)
+
+
+def ridge_lstsq(F: Tensor, target: Tensor, ridge_a: float = RIDGE_A) -> Tensor:
+    """The operator A (d x q) minimising ||F A^T - T||_F^2 + mu_a ||A||_F^2, mu_a = ridge_a * mean(sigma(F)^2)
+    (the closed form's left ridge): A^T = (F^T F + mu_a I)^{-1} F^T T, for rows F (P x q) and target
+    changes T (P x d). Float64 on F's device, returned in F's dtype."""
+    if F.ndim != 2 or target.ndim != 2 or target.shape[0] != F.shape[0]:
+        raise ShapeError(f"F must be P x q and the target P x d, got {tuple(F.shape)} and {tuple(target.shape)}")
+    if not (ridge_a >= 0 and ridge_a != float("inf")):
+        raise ValueError(f"ridge_a must be a finite non-negative number, got {ridge_a!r}")
+    check_finite(F, "F")
+    check_finite(target, "target change")
+    pinv = ridge_pinv(F, ridge_a)
+    return (pinv.dense() @ target.to(device=F.device, dtype=torch.float64)).T.to(F.dtype)

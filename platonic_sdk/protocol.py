@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from . import stack
-from .errors import CheckpointError, NonFiniteError, NotAffineError, ShapeError, check_finite
+from .errors import CheckpointError, NonFiniteError, NotAffineError, PlatonicError, ShapeError, check_finite
 
 SiteKind = Literal["projection", "residual_head"]
 MARKER = "platonic.json"  # what this SDK writes into every checkpoint folder it saves
@@ -197,6 +197,14 @@ class DualEncoder(abc.ABC):
     @abc.abstractmethod
     def embed_text(self, texts: Sequence[str]) -> Tensor:
         """Unnormalised text embeddings (n x d)."""
+
+    @property
+    def logit_scale(self) -> float:
+        """The scale s of the native model's zero-shot logits s <f, g> (exp of the stored log scale where the
+        model stores it so; media-to-text where it keeps one per direction). Read by the probability and
+        confidence descriptor spaces; families that have one override this."""
+        raise PlatonicError(f"the {self.family} adapter does not expose its model's logit scale; pass logit_scale= "
+                            f"to UTD.compute, or give the adapter a logit_scale property")
 
     @abc.abstractmethod
     def last_affine(self) -> AffineSite:

@@ -100,7 +100,8 @@ def test_cell_numbers_equal_real_folded_models(ws, models, tasks):
             folded = {n: accuracy(target, tasks[n]) for n in names}
         assert record["results"][method] == pytest.approx(folded, abs=1e-6)
     assert record["results"]["zero_shot"] == pytest.approx({n: accuracy(target, tasks[n]) for n in names})
-    assert set(record["results"]) == {"zero_shot", "random_utd", "single_a", "single_b", "closed_form", "oracle", "label_reference"}
+    assert set(record["results"]) == {"zero_shot", "random_utd", "single_a", "single_b", "closed_form", "oracle", "label_reference",
+                                      "alignment", "alignment_lstsq"}
     # centred addition: the closed form folds the operator of the row-centred descriptors
     centred = evaluate_cell(ws, cell, CellSettings(addition_strength=0.7, centre=("addition",)), ["closed_form"])
     with bank.edit(descriptors[0] + descriptors[1], settings.addition_strength, centre=True).applied_to(target):

@@ -44,7 +44,8 @@ def test_round_trip_keeps_operators_bit_for_bit(made, tmp_path):
     assert list(loaded.operators) == ["a", "b"]
     for name, utd in utds.items():
         assert torch.equal(loaded.operators[name], bank.operator(utd))
-        assert loaded.entries[name] == {"task": utd.task, "grid_id": utd.grid_id, "provenance": {"seed": utd.provenance["seed"]}}
+        assert loaded.entries[name] == {"task": utd.task, "grid_id": utd.grid_id, "provenance": {"seed": utd.provenance["seed"]},
+                                        "space": "affinity"}
     assert (loaded.site_kind, loaded.ridge_a, loaded.ridge_b) == (target.last_affine().kind, 1e-2, 1e-3)
     assert (loaded.target_family, loaded.target_checkpoint) == (target.family, target.checkpoint)
     assert loaded.target == bank.binding

@@ -114,17 +114,18 @@ def eval_names(ws: Workspace, cell: Cell) -> list[str]:
     return list(cell.tasks) + [c for c in ws.controls if c not in cell.tasks]
 
 
-def solve_options(ws: Workspace, kind: str, task: str, centre: Sequence[str], anchor: Sequence[str]) -> dict[str, Any]:
-    """Workspace.operator's `centre` and `anchors` for the term on `task` of an edit of `kind`, given the
-    kinds that centre and anchor. A term anchors the transfer tasks that read other attributes than its
+def solve_options(ws: Workspace, kind: str, task: str, centre: Sequence[str], anchor: Sequence[str],
+                  space: str = "affinity") -> dict[str, Any]:
+    """Workspace.operator's `centre`, `anchors` and `space` for the term on `task` of an edit of `kind`, given the
+    kinds that centre and anchor and the descriptor space. A term anchors the transfer tasks that read other attributes than its
     own (Workspace.anchor_tasks([task])), the other terms' tasks among them: each term's operator leaves
     the other attributes' probes, and so the other terms' readouts, in place."""
-    return {"centre": kind in centre, "anchors": ws.anchor_tasks([task]) if kind in anchor else ()}
+    return {"centre": kind in centre, "anchors": ws.anchor_tasks([task]) if kind in anchor else (), "space": space}
 
 
 def cell_solve(ws: Workspace, cell: Cell, settings: CellSettings, task: str) -> dict[str, Any]:
     """The solve options of the cell's term on `task` under `settings` (solve_options)."""
-    return solve_options(ws, cell.kind, task, settings.centre, settings.anchor)
+    return solve_options(ws, cell.kind, task, settings.centre, settings.anchor, settings.space)
 
 
 def signed_strength(cell: Cell, settings: CellSettings) -> tuple[float, float]:

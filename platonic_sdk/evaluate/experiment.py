@@ -138,20 +138,20 @@ def _run(ws: Workspace, folder: RunFolder | None, config: ExperimentConfig, desc
         records.setdefault(cell.key, {**done[key], "key": cell.key, "results": {}})["results"].update(done[key]["results"])
     cells = list(dict.fromkeys(c for _, c, _ in passes))
     cs = config.settings
-    addition, negation, centre, anchor = cs.addition_strength, cs.negation_strength, cs.centre, cs.anchor
+    addition, negation, centre, anchor, space = cs.addition_strength, cs.negation_strength, cs.centre, cs.anchor, cs.space
     add_centred, add_anchored = cs.centres("addition"), cs.anchors("addition")
     swept = [c for kind in KINDS for c in spread([c for c in cells if c.kind == kind], config.sweep_cells)]
-    results["sweep"] = timed("strength sweep", lambda: studies.strength_sweep(ws, swept, config.sweep_strengths, centre, anchor))
+    results["sweep"] = timed("strength sweep", lambda: studies.strength_sweep(ws, swept, config.sweep_strengths, centre, anchor, space))
     if config.accumulation:
         results["accumulation"] = timed("accumulation", lambda: [
             r for t in sorted({c.target for c in cells})
-            for r in studies.accumulation(ws, t, ws.transfer_tasks, addition, centre=add_centred, anchors=add_anchored)])
+            for r in studies.accumulation(ws, t, ws.transfer_tasks, addition, centre=add_centred, anchors=add_anchored, space=space)])
     if config.held_out:
         *related, held = config.held_out
         results["held_out"] = timed("held-out", lambda: [r for t in ws.families
-                                                         for r in studies.held_out(ws, t, related, held, addition, add_centred, add_anchored)])
+                                                         for r in studies.held_out(ws, t, related, held, addition, add_centred, add_anchored, space)])
     if config.guarantee:
-        results["guarantee"] = timed("guarantee", lambda: studies.guarantee(ws, cells, addition, negation, centre, anchor))
+        results["guarantee"] = timed("guarantee", lambda: studies.guarantee(ws, cells, addition, negation, centre, anchor, space))
     if config.orthoreg_tasks:
         results["orthoreg"] = timed("orthoreg study", lambda: orthoreg_study(ws, config, progress))
     folder.write_json("studies.json", results)

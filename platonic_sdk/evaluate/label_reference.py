@@ -29,7 +29,7 @@ def label_descriptor(grid: Grid, labels: Sequence[int], num_classes: int, norm: 
     if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= num_classes):
         raise ShapeError(f"probe labels must lie in [0, {num_classes}), got {int(labels.min())}..{int(labels.max())}")
     L = torch.nn.functional.one_hot(labels, num_classes).float() - 1.0 / num_classes
-    return UTD(L * (norm / L.norm()), grid.identity, grid.task, {"baseline": "labels", "norm": float(norm)})
+    return UTD(L * (norm / L.norm()), grid.identity, grid.task, {"baseline": "labels", "norm": float(norm)}, "labels")
 
 
 def probe_labels(ws: Workspace, task: str) -> torch.Tensor:
@@ -39,13 +39,13 @@ def probe_labels(ws: Workspace, task: str) -> torch.Tensor:
 
 
 def label_reference(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
-    """The closed form fed label descriptors, each norm-matched to the term's transferred descriptor."""
+    """The closed form fed label descriptors, each norm-matched to the term's transferred descriptor (in the
+    settings' space, centred when the kind centres)."""
     ops = []
     for source, task in zip(cell.sources, cell.tasks):
         solve = cell_solve(ws, cell, settings, task)
-        transferred = ws.descriptor(source, task)
+        transferred = ws.descriptor(source, task, solve["space"])
         transferred = transferred.centred() if solve["centre"] else transferred
         reference = label_descriptor(ws.grid(task), probe_labels(ws, task), len(ws.grid(task).prompts), float(transferred.matrix.norm()))
         ops.append(ws.solve_operator(cell.target, reference, anchors=solve["anchors"]))
     return folded(ws, cell, settings, ops)
-

@@ -9,7 +9,11 @@ weight_space_strength) and weight_space_<method> for every merging method (finet
 task_arithmetic, ties, dare, tsv, iso_c; c chosen per cell on validation, merging.chosen_weight_space); lora (the LoRA
 route fitted to the cell's composition, capped at 8 cells per kind and group: it re-encodes);
 label_reference (label_reference.py: the closed form fed probe-label descriptors, a labelled reference).
-Settings' `centre` kinds transfer row-centred descriptors in every solving method.
+Settings' `centre` kinds transfer row-centred descriptors in every solving method, and its `space` is the
+descriptor space they transfer (docs/method.md sec. 15); closed_form_<space> runs the closed form in one space
+whatever the settings say (closed_form_affinity, _probability, _pseudo_label, _confidence). alignment /
+alignment_lstsq (alignment.py): the representation-alignment baseline, a Procrustes or least-squares map of the
+probe embeddings carrying the source's embedding change (docs/method.md sec. 16).
 A new method is one function plus `register_method` (registry.py; docs/architecture.md shows an example).
 """
 
@@ -21,7 +25,9 @@ from typing import Any, Sequence
 import attrs
 
 from ..finetune.weightspace import merge_method, merge_methods
+from ..spaces import SPACES
 from ..transfer.lora import LoraRouteConfig, fit_lora
+from .alignment import alignment
 from .cells import Cell, cell_solve, eval_names, folded, signed_strength  # noqa: F401  (eval_names: for cell methods)
 from .label_reference import label_reference
 from .merging import chosen_weight_space, merged_weight_space
@@ -37,6 +43,13 @@ def zero_shot(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, fl
 def closed_form(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
     return folded(ws, cell, settings, [ws.operator(cell.target, s, t, **cell_solve(ws, cell, settings, t))
                                        for s, t in zip(cell.sources, cell.tasks)])
+
+
+def closed_form_in(space: str) -> MethodFn:
+    """The closed form transferring every descriptor in `space`, whatever the settings' space (closed_form_<space>)."""
+    def fn(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
+        return closed_form(ws, cell, attrs.evolve(settings, space=space))
+    return fn
 
 
 def random_utd(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
@@ -65,7 +78,7 @@ def lora(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
     task: the joint fit already holds each term's own probes), then re-encode the target with the fitted
     edit at the cell's strength, as the closed form folds it."""
     sign, strength = signed_strength(cell, settings)
-    terms = [sign * ws.descriptor(source, task) for source, task in zip(cell.sources, cell.tasks)]
+    terms = [sign * ws.descriptor(source, task, settings.space) for source, task in zip(cell.sources, cell.tasks)]
     composition = sum(terms[1:], terms[0])
     config = LoraRouteConfig(**settings.lora, seed=settings.seed)
     composition = composition.centred() if settings.centres(cell.kind) else composition
@@ -80,12 +93,16 @@ register_method("random_utd", random_utd, "Random-UTD")
 register_method("single_a", single(0), "single A", kinds=("addition",))
 register_method("single_b", single(1), "single B", kinds=("addition",))
 register_method("closed_form", closed_form, "ours, closed form")
+for _space in SPACES:  # closed_form_affinity, closed_form_probability, closed_form_pseudo_label, closed_form_confidence
+    register_method(f"closed_form_{_space}", closed_form_in(_space), f"closed form, {_space.replace('_', '-')} descriptors")
 register_method("oracle", oracle, "oracle (own UTD)")
 register_method("weight_space", merged_weight_space("task_arithmetic"), "weight-space task arithmetic")
 for _merge in merge_methods():  # every merging method, its strength chosen on validation: weight_space_ties, ...
     register_method(f"weight_space_{_merge}", chosen_weight_space(_merge),
                     f"weight space, {merge_method(_merge).description} (strength on validation)")
 register_method("lora", lora, "ours, LoRA route", max_cells=8)
+register_method("alignment", alignment("procrustes"), "alignment baseline, Procrustes map (not the method)")
+register_method("alignment_lstsq", alignment("lstsq"), "alignment baseline, least-squares map (not the method)")
 register_method("label_reference", label_reference, "labelled reference (probe labels, not the method)")
 
 

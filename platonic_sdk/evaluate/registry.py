@@ -9,6 +9,7 @@ from typing import Callable, Mapping, Sequence
 import attrs
 
 from ..named_registry import NamedRegistry
+from ..spaces import SPACES
 
 MethodFn = Callable[..., "Mapping[str, float] | None"]  # fn(workspace, cell, settings) -> {evaluation set: accuracy}
 BUILTIN = "platonic_sdk.evaluate.methods"
@@ -29,7 +30,8 @@ class CellMethod:
 # the built-in methods by name, with the module that registers them (a merge method registered later gets
 # its weight_space_<name> method when that module loads)
 _BUILTIN_NAMES = ("zero_shot", "random_utd", "single_a", "single_b", "closed_form", "oracle", "weight_space",
-                  *(f"weight_space_{m}" for m in ("task_arithmetic", "ties", "dare", "tsv", "iso_c")), "lora", "label_reference")
+                  *(f"weight_space_{m}" for m in ("task_arithmetic", "ties", "dare", "tsv", "iso_c")), "lora", "label_reference",
+                  *(f"closed_form_{s}" for s in SPACES), "alignment", "alignment_lstsq")
 METHODS: NamedRegistry[CellMethod] = NamedRegistry("cell method", listing="registered", replaceable=False,
                                                    lazy=dict.fromkeys(_BUILTIN_NAMES, BUILTIN))
 

@@ -7,11 +7,14 @@ from typing import Any, Mapping, Sequence
 import attrs
 
 from ..errors import PlatonicError, check_strength
+from ..spaces import DEFAULT_SPACE, check_space
 from .registry import method
 
 KINDS = ("addition", "negation")
 GROUPS = ("same-model", "same-architecture", "cross-family")
-CACHED = ("zero_shot", "random_utd", "single_a", "single_b", "closed_form", "oracle", "label_reference", "weight_space")  # all but the LoRA route
+# all but the LoRA route (and the closed form in the other descriptor spaces, closed_form_<space>, which runs on request)
+CACHED = ("zero_shot", "random_utd", "single_a", "single_b", "closed_form", "oracle", "label_reference", "alignment",
+          "alignment_lstsq", "weight_space")
 # every merging method on same-architecture cells, its strength chosen on validation (None on cross-family cells)
 MERGED = tuple(f"weight_space_{m}" for m in ("task_arithmetic", "ties", "dare", "tsv", "iso_c"))
 DEFAULT_METHODS = CACHED + MERGED
@@ -33,7 +36,8 @@ class CellSettings:
     epochs, the closed form's ridge_b); `seed` seeds the LoRA route and the OrthoReg study's fine-tunes;
     `centre` lists the kinds whose descriptors are row-centred before the solve (UTD.centred); `anchor`
     the kinds whose solves hold the probes of the transfer tasks that read other attributes in place
-    (Workspace.anchor_tasks; OperatorBank.operator's anchors)."""
+    (Workspace.anchor_tasks; OperatorBank.operator's anchors); `space` is the descriptor space every
+    descriptor-transferring method and study reads (spaces.SPACES; docs/method.md sec. 15)."""
 
     addition_strength: float = attrs.field(default=0.5, converter=check_strength)
     negation_strength: float = attrs.field(default=1.0, converter=check_strength)
@@ -42,6 +46,7 @@ class CellSettings:
     seed: int = 0
     centre: tuple[str, ...] = attrs.field(default=DEFAULT_CENTRE, converter=tuple, validator=_cell_kinds)
     anchor: tuple[str, ...] = attrs.field(default=DEFAULT_ANCHOR, converter=tuple, validator=_cell_kinds)
+    space: str = attrs.field(default=DEFAULT_SPACE, converter=check_space)
 
     def centres(self, kind: str) -> bool:
         """Whether cells of `kind` transfer row-centred descriptors."""

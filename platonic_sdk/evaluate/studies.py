@@ -18,18 +18,18 @@ from ..errors import PlatonicError
 from ..zeroshot import accuracy_of, predict
 from .cells import Cell, cell_group, solve_options
 from .guarantee import guarantee_items, pooled_summary
-from .settings import DEFAULT_ANCHOR, DEFAULT_CENTRE, SWEEP_STRENGTHS
+from .settings import DEFAULT_ANCHOR, DEFAULT_CENTRE, DEFAULT_SPACE, SWEEP_STRENGTHS
 from .workspace import Workspace
 
 
 
 def cell_operator(ws: Workspace, cell: Cell, centre: Sequence[str] = DEFAULT_CENTRE,
-                  anchor: Sequence[str] = DEFAULT_ANCHOR) -> tuple[Tensor, list[str]]:
+                  anchor: Sequence[str] = DEFAULT_ANCHOR, space: str = DEFAULT_SPACE) -> tuple[Tensor, list[str]]:
     """The cell's signed closed-form operator (negation: minus the descriptor's; row-centred descriptors
-    when the cell's kind is in `centre`, the other attributes' probes anchored when in `anchor`) and its
-    evaluation sets."""
+    when the cell's kind is in `centre`, the other attributes' probes anchored when in `anchor`; descriptors
+    in `space`) and its evaluation sets."""
     sign = 1.0 if cell.kind == "addition" else -1.0
-    A = sign * sum(ws.operator(cell.target, s, t, **solve_options(ws, cell.kind, t, centre, anchor))
+    A = sign * sum(ws.operator(cell.target, s, t, **solve_options(ws, cell.kind, t, centre, anchor, space))
                    for s, t in zip(cell.sources, cell.tasks))
     names = list(cell.tasks) + [c for c in ws.controls if c not in cell.tasks]
     return A, names
@@ -40,14 +40,15 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def strength_sweep(ws: Workspace, cells: Sequence[Cell], strengths: Sequence[float] = SWEEP_STRENGTHS,
-                   centre: Sequence[str] = DEFAULT_CENTRE, anchor: Sequence[str] = DEFAULT_ANCHOR) -> list[dict[str, Any]]:
-    """Accuracy of each cell's closed-form edit at each strength: task mean and control mean.
+                   centre: Sequence[str] = DEFAULT_CENTRE, anchor: Sequence[str] = DEFAULT_ANCHOR,
+                   space: str = DEFAULT_SPACE) -> list[dict[str, Any]]:
+    """Accuracy of each cell's closed-form edit (descriptors in `space`) at each strength: task mean and control mean.
 
     The shift S A^T of each evaluation set is computed once; strength c gives Z + c S A^T.
     """
     records = []
     for cell in cells:
-        A, names = cell_operator(ws, cell, centre, anchor)
+        A, names = cell_operator(ws, cell, centre, anchor, space)
         accs: dict[float, dict[str, float]] = {float(c): {} for c in strengths}
         for name in names:
             cache, head = ws.eval_set(cell.target, name), ws.landmarks(cell.target, name)
@@ -78,10 +79,11 @@ def _normalised(ws: Workspace, target: str, task: str, acc: float) -> float | No
 
 def accumulation(
     ws: Workspace, target: str, tasks: Sequence[str], strength: float = 0.5, max_tasks: int = 8, centre: bool = False,
-    anchors: bool = False,
+    anchors: bool = False, space: str = DEFAULT_SPACE,
 ) -> list[dict[str, Any]]:
     """Compose the first J tasks (J = 1..len) on `target`, each from a cross-family source (rotating);
-    `anchors`: each task's solve holds the probes of the transfer tasks that read other attributes.
+    `anchors`: each task's solve holds the probes of the transfer tasks that read other attributes;
+    descriptors in `space`.
 
     Two schedules: "fixed" folds the sum at `strength`; "divided" at strength / J. Reports the mean accuracy
     and mean normalised accuracy (accuracy / the target's own fine-tuned accuracy) over the J tasks.
@@ -93,7 +95,7 @@ def accumulation(
         if not sources:
             raise PlatonicError(f"no cross-family descriptor of {task!r} for target {target!r}")
         source = sources[i % len(sources)]
-        ops.append((source, ws.operator(target, source, task, centre, ws.anchor_tasks([task]) if anchors else ())))
+        ops.append((source, ws.operator(target, source, task, centre, ws.anchor_tasks([task]) if anchors else (), space)))
     records = []
     for J in range(1, len(tasks) + 1):
         A = sum(op for _, op in ops[:J])
@@ -116,17 +118,17 @@ def accumulation(
 
 
 def held_out(ws: Workspace, target: str, related: Sequence[str], held_out_task: str, strength: float = 0.5,
-             centre: bool = False, anchors: bool = False) -> list[dict[str, Any]]:
+             centre: bool = False, anchors: bool = False, space: str = DEFAULT_SPACE) -> list[dict[str, Any]]:
     """Sum the operators of `related` tasks (every cross-family source assignment) and evaluate on a
     task whose items and class names never entered a fit (`anchors`: each related task's solve holds the
-    probes of the transfer tasks that read other attributes, Workspace.anchor_tasks)."""
+    probes of the transfer tasks that read other attributes, Workspace.anchor_tasks; descriptors in `space`)."""
     if held_out_task in related:
         raise PlatonicError(f"held-out task {held_out_task!r} is one of the composed tasks")
     names = [held_out_task] + [c for c in ws.controls if c != held_out_task]
     zero = ws.accuracies(target, names)
     records = []
     for sources in itertools.product(*(cross_sources(ws, target, t) for t in related)):
-        A = sum(ws.operator(target, s, t, centre, ws.anchor_tasks([t]) if anchors else ()) for s, t in zip(sources, related))
+        A = sum(ws.operator(target, s, t, centre, ws.anchor_tasks([t]) if anchors else (), space) for s, t in zip(sources, related))
         records.append({
             "target": target, "sources": list(sources), "related": list(related), "held_out": held_out_task,
             "strength": strength, "zero_shot": zero, "closed_form": ws.accuracies(target, names, A, strength),
@@ -136,11 +138,13 @@ def held_out(ws: Workspace, target: str, related: Sequence[str], held_out_task: 
 
 
 def guarantee(ws: Workspace, cells: Sequence[Cell], addition_strength: float = 0.5, negation_strength: float = 1.0,
-              centre: Sequence[str] = DEFAULT_CENTRE, anchor: Sequence[str] = DEFAULT_ANCHOR) -> list[dict[str, Any]]:
-    """Per cell: the guarantee summary of its closed-form edit over its tasks and controls, pooled and per set."""
+              centre: Sequence[str] = DEFAULT_CENTRE, anchor: Sequence[str] = DEFAULT_ANCHOR,
+              space: str = DEFAULT_SPACE) -> list[dict[str, Any]]:
+    """Per cell: the guarantee summary of its closed-form edit (descriptors in `space`) over its tasks and
+    controls, pooled and per set."""
     records = []
     for cell in cells:
-        A, names = cell_operator(ws, cell, centre, anchor)
+        A, names = cell_operator(ws, cell, centre, anchor, space)
         c = addition_strength if cell.kind == "addition" else negation_strength
         parts = {}
         for name in names:

@@ -204,19 +204,25 @@ class Workspace:
             self._ft_rows[key] = encode_items(ft, items[: len(items) if key == full else limit], self.batch_size, self.progress)
         return self._ft_rows[key]
 
-    def descriptor(self, family: str, task: str) -> UTD:
-        """UTD of the family's fine-tune on `task`, on the task's grid (pretrained rows from the bank)."""
-        key = (family, task)
+    def descriptor(self, family: str, task: str, space: str = "affinity") -> UTD:
+        """UTD of the family's fine-tune on `task`, on the task's grid (pretrained rows from the bank), in
+        `space` (UTD.from_features; the probability and confidence spaces read the family's logit scale)."""
+        key = (family, task, space)
         if key not in self._descriptors:
             ft = self._finetune(family, task)
             grid = self.grid(task)
             if isinstance(ft, UTD):
                 ft.check_grid(grid)
+                if ft.space != space:
+                    raise PlatonicError(f"({family!r}, {task!r}) is a stored {ft.space} descriptor; without the fine-tuned model "
+                                        f"it cannot be recomputed in the {space} space")
                 self._descriptors[key] = ft
             else:
                 state = self.bank(family).add_grid(grid)
                 f_ft = self.finetuned_rows(family, task, task)
-                self._descriptors[key] = UTD.from_features(unit_rows(state.raw_embeddings), f_ft, state.landmarks, grid, family=family)
+                scale = self._model(family).logit_scale if space in ("probability", "confidence") else None
+                self._descriptors[key] = UTD.from_features(unit_rows(state.raw_embeddings), f_ft, state.landmarks, grid, space, scale,
+                                                           family=family)
         return self._descriptors[key]
 
     def anchor_tasks(self, tasks: Sequence[str]) -> tuple[str, ...]:
@@ -232,17 +238,19 @@ class Workspace:
         bank.add_grid(self.grid(descriptor.task))
         return bank.operator(descriptor, centre, [self.grid(a) for a in anchors])
 
-    def operator(self, target: str, source: str, task: str, centre: bool = False, anchors: Sequence[str] = ()) -> Tensor:
-        """Operator on `target` of `source`'s descriptor of `task` (cached; `centre`, `anchors`: solve_operator)."""
-        key = (target, source, task, bool(centre), tuple(anchors))
+    def operator(self, target: str, source: str, task: str, centre: bool = False, anchors: Sequence[str] = (),
+                 space: str = "affinity") -> Tensor:
+        """Operator on `target` of `source`'s descriptor of `task` in `space` (cached; `centre`, `anchors`: solve_operator)."""
+        key = (target, source, task, bool(centre), tuple(anchors), space)
         if key not in self._operators:
-            self._operators[key] = self.solve_operator(target, self.descriptor(source, task), centre, anchors)
+            self._operators[key] = self.solve_operator(target, self.descriptor(source, task, space), centre, anchors)
         return self._operators[key]
 
-    def random_operator(self, target: str, source: str, task: str, seed: int, centre: bool = False, anchors: Sequence[str] = ()) -> Tensor:
-        """Random-UTD baseline: operator of a Gaussian descriptor with the source descriptor's norm
+    def random_operator(self, target: str, source: str, task: str, seed: int, centre: bool = False, anchors: Sequence[str] = (),
+                        space: str = "affinity") -> Tensor:
+        """Random-UTD baseline: operator of a Gaussian descriptor with the norm of the source's descriptor in `space`
         (`centre`: the Gaussian descriptor is row-centred as the transferred one is; `anchors`: as its solve)."""
-        return self.solve_operator(target, self.descriptor(source, task).random_like(seed), centre, anchors)
+        return self.solve_operator(target, self.descriptor(source, task, space).random_like(seed), centre, anchors)
 
     def finetuned_accuracy(self, family: str, task: str) -> float | None:
         """Test accuracy of the family's own fine-tune on `task` (the normaliser); None when unavailable."""

@@ -153,6 +153,7 @@ class OperatorBank:
             "ridge_why": self.ridge_why,
             "centred": bool(centre),
             "anchors": [{"task": a.task, "grid_id": a.identity} for a in anchors],
+            "space": composition.space,
             "terms": [{"task": t.utd.task, "grid_id": t.utd.grid_id, "coef": t.coef, "provenance": t.utd.provenance} for t in composition],
             **meta,
         }
@@ -168,7 +169,8 @@ class OperatorBank:
         `OperatorBank.load` reads back without the model (saved_bank.py: the format); returns what it wrote."""
         saved = SavedBank(
             {label: self.operator(utd) for label, utd in descriptors.items()},
-            {label: {"task": utd.task, "grid_id": utd.grid_id, "provenance": utd.provenance} for label, utd in descriptors.items()},
+            {label: {"task": utd.task, "grid_id": utd.grid_id, "provenance": utd.provenance, "space": utd.space}
+             for label, utd in descriptors.items()},
             self.site_kind, self.ridge_a, self.ridge_b, self.target.family, self.target.checkpoint, self.binding, self.ridge_why,
         )
         saved.save(path)

@@ -16,7 +16,7 @@ from torch import Tensor
 
 from ..binding import Target
 from ..edits.edit import OperatorEdit
-from ..errors import CheckpointError, PlatonicError, check_finite
+from ..errors import CheckpointError, PlatonicError, SpaceMismatchError, check_finite
 from ..io import load_tensors, require, save_tensors
 
 KIND = "operator_bank"
@@ -74,7 +74,11 @@ class SavedBank:
         missing = [n for n, _ in terms if n not in self.operators]
         if missing or not terms:
             raise PlatonicError(f"the bank has no operator(s) {missing or '(no terms given)'}; it holds {', '.join(self.operators)}")
+        spaces = list(dict.fromkeys(self.entries[n].get("space", "affinity") for n, _ in terms))
+        if len(spaces) > 1:
+            raise SpaceMismatchError(f"cannot compose operators of descriptors of different spaces ({', '.join(spaces)})")
         A = sum(c * self.operators[n] for n, c in terms)
         info = {"target_family": self.target_family, "target_checkpoint": self.target_checkpoint, "ridge_a": self.ridge_a,
-                "ridge_b": self.ridge_b, "ridge_why": self.ridge_why, "terms": [{"label": n, "coef": c, **self.entries[n]} for n, c in terms]}
+                "ridge_b": self.ridge_b, "ridge_why": self.ridge_why, "space": spaces[0],
+                "terms": [{"label": n, "coef": c, **self.entries[n]} for n, c in terms]}
         return OperatorEdit(A, strength, self.site_kind, info, self.target)
