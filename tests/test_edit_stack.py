@@ -228,7 +228,7 @@ def test_an_update_that_fails_changes_nothing(pristine):
     with pytest.raises(ShapeError):
         OperatorEdit(a.A[:, :-1], 0.5).apply(model)
     with pytest.raises(PlatonicError, match="already applied"):
-        edit = OperatorEdit(a.A, 0.1).apply(model)
+        edit = OperatorEdit(a.A, 0.1).apply(model, allow_twice=True)  # a's operator again, at another strength
         edit.apply(model)
     edit.remove()
     assert _same(model, before)
