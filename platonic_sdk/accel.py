@@ -7,11 +7,13 @@ adapter's own `preprocess`, and a compiled media tower is checked against the ea
 from __future__ import annotations
 
 import contextlib
+import copy
 import ctypes
 import functools
 import os
 import platform
 import warnings
+from collections import abc
 from collections.abc import Mapping
 from typing import Any, Callable, ContextManager, Iterable, Iterator, Sequence
 
@@ -20,12 +22,12 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from .errors import PlatonicError
-from .items import Items
+from .items import Items, take
 from .protocol import DualEncoder
 
 __all__ = [
-    "autocast", "batch_nbytes", "batch_rows", "batches", "cat_batches", "compiled_media", "default_workers", "device_batch_size",
-    "map_tensors", "release_free_heap",
+    "PREPARED_BYTES", "Prepared", "autocast", "autocasts", "batch_nbytes", "batch_rows", "batches", "cat_batches", "compiled_media",
+    "default_workers", "device_batch_size", "map_tensors", "preprocess_on_host", "release_free_heap",
 ]
 
 
@@ -35,6 +37,11 @@ def autocast(device: torch.device | str, enabled: bool = True) -> ContextManager
     if enabled and device.type == "cuda":
         return torch.autocast("cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+def autocasts(device: torch.device | str) -> bool:
+    """Whether `autocast(device)` changes the precision of a forward pass (on CUDA only)."""
+    return torch.device(device).type == "cuda"
 
 
 class _OnHost:
@@ -75,11 +82,14 @@ class _Batches(Dataset):
     def __getitem__(self, b: int) -> Any:
         try:
             chunk = [self.items[i] for i in range(b * self.batch_size, min((b + 1) * self.batch_size, len(self.items)))]
-            if self.on_host:
-                return type(self.encoder).preprocess(_OnHost(self.encoder), chunk)
-            return self.encoder.preprocess(chunk)
+            return preprocess_on_host(self.encoder, chunk) if self.on_host else self.encoder.preprocess(chunk)
         except PlatonicError as exc:
             return _Failed(exc)
+
+
+def preprocess_on_host(encoder: DualEncoder, items: Sequence[Any]) -> Any:
+    """The model batch that the encoder's own `preprocess` makes of `items`, built in host memory."""
+    return type(encoder).preprocess(_OnHost(encoder), items)
 
 
 def map_tensors(fn: Callable[[Tensor], Tensor], batch: Any) -> Any:
@@ -181,6 +191,88 @@ def device_batch_size(encoder: DualEncoder, items: Sequence[Any], memory_share: 
     return max(len(probe), min(MAX_BATCH, 1 << max(fits, 1).bit_length() - 1))
 
 
+PREPARED_BYTES = 1 << 30  # an item set's model batches are kept when they fit in this much host memory
+
+
+class _Chunks:
+    """The kept model batches of one item set (shared by its views), and whether they are kept at all."""
+
+    def __init__(self) -> None:
+        self.batches: dict[int, Any] = {}
+        self.keep: bool | None = None  # decided on the first chunk: its bytes per item times the set's size
+
+
+class Prepared(abc.Sequence):
+    """Items whose preprocessing is done once: chunk b (items b * chunk .. (b + 1) * chunk) is
+    preprocessed by `owner` on first use and kept in host memory, so that every model preprocessing as
+    `owner` does (a family's fine-tunes, its edited copies) encodes the set without preprocessing it
+    again: `batches` and `site_features` take a Prepared wherever they take items.
+
+    A set whose model batches would exceed `PREPARED_BYTES` is not kept (`kept()` is False): it is then
+    decoded and preprocessed on every pass, as plain items are. Indexing gives the items themselves;
+    `part(start, stop)` is a view that shares the kept batches.
+    """
+
+    def __init__(self, owner: DualEncoder, items: Sequence[Any], chunk: int = CPU_BATCH) -> None:
+        if chunk < 1:
+            raise ValueError(f"chunk must be positive, got {chunk}")
+        self.owner, self.items, self.chunk = owner, items, int(chunk)
+        self.start, self.stop = 0, len(items)
+        self._chunks = _Chunks()
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def __getitem__(self, i: int) -> Any:
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"item {i} of {len(self)}")
+        return self.items[self.start + i % len(self)]
+
+    def part(self, start: int, stop: int) -> "Prepared":
+        """Items start..stop of this set, sharing its kept batches."""
+        view = copy.copy(self)
+        view.start, view.stop = self.start + max(start, 0), self.start + min(max(stop, start, 0), len(self))
+        return view
+
+    @property
+    def refs(self) -> Sequence[Any]:
+        """The item references of a set of `Items` (fingerprinted undecoded, as `Items` are); absent otherwise."""
+        if not isinstance(self.items, Items):
+            raise AttributeError(f"{type(self.items).__name__} items have no references")
+        return self.source.refs
+
+    @property
+    def source(self) -> Sequence[Any]:
+        """The items as a plain sequence (references stay references)."""
+        return self.items if (self.start, self.stop) == (0, len(self.items)) else take(self.items, range(self.start, self.stop))
+
+    def kept(self) -> bool:
+        """Whether the set's model batches are kept (preprocesses the first chunk to decide)."""
+        if self._chunks.keep is None and len(self.items):
+            first = self._batch(0)
+            self._chunks.keep = batch_nbytes(first) / min(self.chunk, len(self.items)) * len(self.items) <= PREPARED_BYTES
+            if self._chunks.keep:
+                self._chunks.batches[0] = first
+        return bool(self._chunks.keep)
+
+    def rows(self, start: int, stop: int) -> Any:
+        """The host model batch of items start..stop of this view (each chunk preprocessed once)."""
+        if not self.kept():
+            raise PlatonicError("this item set is too large to keep preprocessed (accel.PREPARED_BYTES); stream it instead")
+        start, stop, size = self.start + start, self.start + min(stop, len(self)), self.chunk
+        parts = [map_tensors(lambda t, lo=max(start - b * size, 0), hi=stop - b * size: t[lo:hi], self._kept(b))
+                 for b in range(start // size, -(-stop // size))]
+        return parts[0] if len(parts) == 1 else cat_batches(parts)
+
+    def _kept(self, b: int) -> Any:
+        if b not in self._chunks.batches:
+            self._chunks.batches[b] = self._batch(b)
+        return self._chunks.batches[b]
+
+    def _batch(self, b: int) -> Any:
+        return preprocess_on_host(self.owner, [self.items[i] for i in range(b * self.chunk, min((b + 1) * self.chunk, len(self.items)))])
+
+
 def batches(encoder: DualEncoder, items: Sequence[Any], batch_size: int = CPU_BATCH, workers: int | None = None) -> Iterator[Any]:
     """Model batches of `items` in order, each on the encoder's device; references are decoded here.
 
@@ -190,11 +282,18 @@ def batches(encoder: DualEncoder, items: Sequence[Any], batch_size: int = CPU_BA
     `default_workers` (workers only for `Items` references spanning more than one batch).
     An unreadable item raises PlatonicError naming it, in either case. With workers, the free heap
     is handed back to the system after each batch (`release_free_heap`), so memory stays flat.
+    A `Prepared` set that is kept yields its kept batches (copied to the device); one that is not
+    kept is streamed as its plain items are.
     """
-    workers = default_workers(items, batch_size) if workers is None else workers
-    if batch_size < 1 or workers < 0:
+    if batch_size < 1 or (workers or 0) < 0:
         raise ValueError(f"batch_size must be positive and workers non-negative, got {batch_size} and {workers}")
     device = encoder.device
+    if isinstance(items, Prepared):
+        if items.kept():
+            yield from (_to_device(items.rows(i, i + batch_size), device) for i in range(0, len(items), batch_size))
+            return
+        items = items.source
+    workers = default_workers(items, batch_size) if workers is None else workers
     made = _Batches(encoder, items, batch_size, on_host=workers > 0)
     source: Iterable[Any] = (made[b] for b in range(len(made)))
     if workers:

@@ -5,7 +5,8 @@ An entry's key hashes four things, so that a change to any of them misses the en
 - the model: every tensor of its state dict (names, dtypes, shapes, bytes), so an applied edit counts;
 - the dataset: each item's stamp (a file's path, size and modification time; a dataset row's table
   fingerprint and index; an in-memory item's content, see `tasks.item_fingerprint`), in order;
-- the preprocessing: the bytes of the batch that the model's own `preprocess` makes of the first items,
+- the preprocessing: the bytes of the batch that the model's own `preprocess` makes of the first items
+  (taken from an `accel.Prepared` set's kept batches when it has them, so nothing is preprocessed twice),
   plus the autocast setting and the device type;
 - the site: its kind, layout and weight shape.
 
@@ -29,6 +30,7 @@ import attrs
 import torch
 from torch import Tensor
 
+from .accel import Prepared
 from .errors import CheckpointError, PlatonicError
 from .io import load_tensors, save_tensors
 from .items import Items
@@ -86,6 +88,7 @@ def _stamp(item: Any) -> str:
 def items_fingerprint(items: Sequence[Any]) -> str:
     """blake2b over the stamps of `items` (references are stamped, never decoded), in order."""
     h = hashlib.blake2b(digest_size=16)
+    items = items.source if isinstance(items, Prepared) else items
     for item in items.refs if isinstance(items, Items) else items:
         h.update(_stamp(item).encode())
         h.update(b"\0")
@@ -96,7 +99,10 @@ def preprocessing_fingerprint(encoder: DualEncoder, items: Sequence[Any], amp: b
     """blake2b of the batch the model's `preprocess` makes of the first two items, the autocast flag and device type."""
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{type(encoder).__qualname__}|amp={amp}|{encoder.device.type}|{encoder.dtype}|".encode())
-    _batch_bytes(h, encoder.preprocess([items[i] for i in range(min(2, len(items)))]))
+    if isinstance(items, Prepared) and items.kept():
+        _batch_bytes(h, items.rows(0, 2))
+    else:
+        _batch_bytes(h, encoder.preprocess([items[i] for i in range(min(2, len(items)))]))
     return h.hexdigest()
 
 

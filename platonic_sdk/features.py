@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from . import distributed
-from .accel import CPU_BATCH, autocast, batches, device_batch_size
+from .accel import CPU_BATCH, Prepared, autocast, batches, device_batch_size
 from .feature_store import FeatureStore, active_store
 from .items import take
 from .linalg import unit_rows
@@ -29,8 +29,8 @@ def site_features(
 ) -> tuple[Tensor, Tensor]:
     """(S, Z) on the CPU in float32: site input rows and raw embeddings, one forward pass per batch.
 
-    Items may be in memory or `Items` references (decoded batch by batch, so memory stays flat as the
-    dataset grows). `batch_size` None sizes batches to the device (`accel.device_batch_size`);
+    Items may be in memory, `Items` references (decoded batch by batch, so memory stays flat as the
+    dataset grows) or `accel.Prepared` (preprocessed once, whichever model of the same preprocessing encodes them). `batch_size` None sizes batches to the device (`accel.device_batch_size`);
     `workers` > 0 decodes and preprocesses in DataLoader workers (pinned memory on CUDA), None lets
     `accel.default_workers` choose; `amp` runs the forward under bf16 autocast on CUDA (~3 significant digits).
     `cache`: an on-disk `FeatureStore` to read and write, or True for the store of the active
@@ -63,7 +63,8 @@ def _encode_sharded(encoder: DualEncoder, items: Sequence[Any], batch_size: int 
     S = Z = failure = None
     try:
         if len(mine):
-            S, Z = _encode(encoder, take(items, mine), size, progress, workers, amp)
+            S, Z = _encode(encoder, items.part(mine.start, mine.stop) if isinstance(items, Prepared) else take(items, mine),
+                           size, progress, workers, amp)
     except Exception as exc:  # e.g. an item that does not decode: raised on every rank, not left waiting
         failure = exc
     return distributed.gather_rows(S, failure), distributed.gather_rows(Z)

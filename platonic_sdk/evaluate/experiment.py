@@ -15,6 +15,7 @@ numbers are those of a single process.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from typing import Any, Callable, Mapping, Sequence
@@ -115,7 +116,7 @@ def _run(ws: Workspace, folder: RunFolder | None, config: ExperimentConfig, desc
     results: dict[str, Any] = {}
     with distributed.sharding():  # every rank in step: each encoding is split over the ranks
         if config.similarity:  # first: it encodes what the cells reuse
-            results["similarity"] = timed("similarity", lambda: similarity(ws, union_probes=config.similarity_probes, progress=progress)).as_dict()
+            results["similarity"] = timed("similarity", lambda: recorded_similarity(ws, folder, config.similarity_probes, progress))
         if distributed.rank_and_world()[1] > 1:
             timed("features", lambda: warm(ws, list(dict.fromkeys(c for key, c, _ in passes if key not in finished))))
     done = {r["key"]: r for r in folder.records()} if folder is not None else {}
@@ -141,30 +142,74 @@ def _run(ws: Workspace, folder: RunFolder | None, config: ExperimentConfig, desc
     addition, negation, centre, anchor, space = cs.addition_strength, cs.negation_strength, cs.centre, cs.anchor, cs.space
     add_centred, add_anchored = cs.centres("addition"), cs.anchors("addition")
     swept = [c for kind in KINDS for c in spread([c for c in cells if c.kind == kind], config.sweep_cells)]
-    results["sweep"] = timed("strength sweep", lambda: studies.strength_sweep(ws, swept, config.sweep_strengths, centre, anchor, space))
+    targets = sorted({c.target for c in cells})
+
+    def study(name: str, stage: str, params: dict[str, Any], compute: Callable[[], Any]) -> Any:
+        return timed(stage, lambda: recorded(folder, name, {**params, "cells": [c.key for c in cells]}, compute))
+
+    results["sweep"] = study("sweep", "strength sweep", {"swept": [c.key for c in swept]},
+                             lambda: studies.strength_sweep(ws, swept, config.sweep_strengths, centre, anchor, space))
     if config.accumulation:
-        results["accumulation"] = timed("accumulation", lambda: [
-            r for t in sorted({c.target for c in cells})
+        results["accumulation"] = study("accumulation", "accumulation", {"targets": targets}, lambda: [
+            r for t in targets
             for r in studies.accumulation(ws, t, ws.transfer_tasks, addition, centre=add_centred, anchors=add_anchored, space=space)])
     if config.held_out:
         *related, held = config.held_out
-        results["held_out"] = timed("held-out", lambda: [r for t in ws.families
-                                                         for r in studies.held_out(ws, t, related, held, addition, add_centred, add_anchored, space)])
+        results["held_out"] = study("held_out", "held-out", {}, lambda: [
+            r for t in ws.families for r in studies.held_out(ws, t, related, held, addition, add_centred, add_anchored, space)])
     if config.guarantee:
-        results["guarantee"] = timed("guarantee", lambda: studies.guarantee(ws, cells, addition, negation, centre, anchor, space))
+        results["guarantee"] = study("guarantee", "guarantee", {}, lambda: studies.guarantee(ws, cells, addition, negation, centre, anchor, space))
     if config.orthoreg_tasks:
-        results["orthoreg"] = timed("orthoreg study", lambda: orthoreg_study(ws, config, progress))
+        results["orthoreg"] = study("orthoreg", "orthoreg study", {}, lambda: orthoreg_study(ws, config, progress))
+    ws.adopt_finetuned_accuracies(recorded(folder, "finetuned", {"cells": [c.key for c in cells]}, lambda: finetuned_accuracies(ws)))
     folder.write_json("studies.json", results)
 
     summary = report.summarise_run(ws, list(records.values()), results, config)
     summary["config"] = {**folder_settings(ws, config), "describe": describe}
-    summary["figures"] = timed("figures", lambda: draw_figures(folder, summary, list(records.values()), results, config))
+    summary["figures"] = timed("figures", lambda: drawn_figures(folder, summary) or draw_figures(folder, summary, list(records.values()), results, config))
     timings["total"] = round(time.perf_counter() - started, 2)
     summary["timings"] = timings
     summary["cells"] = {"records": len(records), "resumed": resumed, "passes": len(passes)}
     folder.write_json("report.json", summary)
     folder.write_text("report.md", report.render(summary, title, results))
     return summary
+
+
+def recorded(folder: RunFolder, name: str, params: dict[str, Any], compute: Callable[[], Any]) -> Any:
+    """Study `name`'s result as the run folder recorded it with these `params` (the folder's settings pin the
+    rest), else compute()'s, recorded there now: a resumed run reads back what a finished study computed."""
+    found = folder.study(name, params)
+    return found if found is not None else folder.record_study(name, params, compute())
+
+
+def recorded_similarity(ws: Workspace, folder: RunFolder | None, probes: int | None, progress: bool) -> dict[str, Any]:
+    """The similarity study on every rank together (its encodings are split over them), or its result as
+    rank 0's run folder recorded it with the same families, tasks and probes."""
+    params = {"families": list(ws.families), "tasks": list(ws.transfer_tasks), "union_probes": probes}
+    found = distributed.on_rank0(lambda: folder.study("similarity", params))
+    if found is not None:
+        return found
+    result = similarity(ws, union_probes=probes, progress=progress).as_dict()
+    return distributed.on_rank0(lambda: folder.record_study("similarity", params, result))
+
+
+def drawn_figures(folder: RunFolder, summary: dict[str, Any]) -> dict[str, str] | None:
+    """The figures of the folder's report.json when it reports this same summary (a finished run, rerun)
+    and every figure file is there; None otherwise (they are drawn)."""
+    path = folder.path / "report.json"
+    if not path.is_file():
+        return None
+    previous = json.loads(path.read_text())
+    figures = previous.pop("figures", {})
+    comparable = lambda s: json.dumps({k: v for k, v in s.items() if k not in ("timings", "cells")}, sort_keys=True)  # noqa: E731
+    if comparable(previous) != comparable(summary) or not all((folder.path / f).is_file() for f in figures.values()):
+        return None
+    return figures
+
+
+def finetuned_accuracies(ws: Workspace) -> list[list[Any]]:
+    """[family, task, test accuracy] of every fine-tuned model of a transfer task (the report's normalisers)."""
+    return [[f, t, ws.finetuned_accuracy(f, t)] for f, t in ws.finetuned if t in ws.transfer_tasks]
 
 
 def folder_settings(ws: Workspace, config: ExperimentConfig) -> dict[str, Any]:

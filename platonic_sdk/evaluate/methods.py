@@ -25,6 +25,7 @@ from typing import Any, Sequence
 import attrs
 
 from ..finetune.weightspace import merge_method, merge_methods
+from ..linalg import unit_rows
 from ..spaces import SPACES
 from ..transfer.lora import LoraRouteConfig, fit_lora
 from .alignment import alignment
@@ -76,15 +77,18 @@ def lora(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
     """Fit sign * sum_l UTD_l with the LoRA route (recipe: LoraRouteConfig(**settings.lora)) on the cell's
     grids (anchoring, when the kind anchors, the transfer tasks that read other attributes than every cell
     task: the joint fit already holds each term's own probes), then re-encode the target with the fitted
-    edit at the cell's strength, as the closed form folds it."""
+    edit at the cell's strength, as the closed form folds it. The fit starts from the target's bank states
+    of those grids (their preprocessed items, unedited rows and landmarks): nothing unedited is encoded again."""
     sign, strength = signed_strength(cell, settings)
     terms = [sign * ws.descriptor(source, task, settings.space) for source, task in zip(cell.sources, cell.tasks)]
     composition = sum(terms[1:], terms[0])
     config = LoraRouteConfig(**settings.lora, seed=settings.seed)
     composition = composition.centred() if settings.centres(cell.kind) else composition
     anchors = ws.anchor_tasks(cell.tasks) if settings.anchors(cell.kind) else ()
-    edit = fit_lora(ws.models[cell.target], composition, [ws.grid(t) for t in cell.tasks], config, progress=False,
-                    anchors=[ws.grid(t) for t in anchors])
+    states = {t: ws.grid_state(cell.target, t) for t in (*cell.tasks, *anchors)}
+    encoded = {s.grid.identity: (unit_rows(s.raw_embeddings), s.landmarks) for s in states.values()}
+    edit = fit_lora(ws.models[cell.target], composition, [states[t].grid for t in cell.tasks], config, progress=False,
+                    anchors=[states[t].grid for t in anchors], encoded=encoded)
     return ws.live_accuracies(cell.target, eval_names(ws, cell), edit.scaled(strength))
 
 

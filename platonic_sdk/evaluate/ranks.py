@@ -47,7 +47,7 @@ def warm(ws: Workspace, cells: Sequence[Cell]) -> None:
         for name in eval_names(ws, cell):
             ws.eval_set(cell.target, name)
         for source, task in zip(cell.sources, cell.tasks):
-            ws.bank(cell.target).add_grid(ws.grid(task))
+            ws.grid_state(cell.target, task)
             ws.descriptor(source, task)
         for task in cell.tasks:
             if (cell.target, task) in ws.finetuned:  # the oracle's descriptor and the normaliser

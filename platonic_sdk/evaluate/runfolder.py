@@ -5,6 +5,8 @@
 - a lock (`fcntl.flock` on `.lock`) keeps a second process out while one runs;
 - `cells.jsonl` holds one record per finished cell, flushed as it finishes (a resumed run skips
   them); a torn last line (a run killed mid-write) is dropped, a key recorded twice is refused;
+- `studies/<name>.json` holds each study's result with the arguments it ran with, written as it
+  finishes: a resumed run with the same arguments reads it back instead of computing it again;
 - every other file is written atomically (temporary file, then rename).
 """
 
@@ -22,6 +24,7 @@ from ..errors import PlatonicError
 
 RUN_FILE = "run.json"
 CELLS_FILE = "cells.jsonl"
+STUDIES_DIR = "studies"
 LOCK_FILE = ".lock"
 
 
@@ -41,6 +44,10 @@ def setting_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[
     show = lambda d, k: repr(d[k]) if k in d else "(absent)"  # noqa: E731
     same = lambda k: k in a and k in b and json.dumps(a[k], sort_keys=True) == json.dumps(b[k], sort_keys=True)  # noqa: E731
     return [f"{k}: {show(a, k)} -> {show(b, k)}" for k in sorted(a.keys() | b.keys()) if not same(k)]
+
+
+def _as_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
 
 
 def run_differences(a: str | os.PathLike, b: str | os.PathLike) -> list[str]:
@@ -160,6 +167,25 @@ class RunFolder:
 
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
         return append_record(self.cells_path, record)
+
+    def study(self, name: str, params: Any) -> Any | None:
+        """The recorded result of study `name` when it ran with these `params` (compared as JSON), else None.
+
+        The folder's settings (run.json) already pin the workspace and the spec; `params` are the study's
+        own arguments, so that a study is read back only when it would compute the same thing."""
+        path = self.path / STUDIES_DIR / f"{name}.json"
+        if not path.is_file():
+            return None
+        record = json.loads(path.read_text())
+        return record["result"] if _as_json(record.get("params")) == _as_json(params) else None
+
+    def record_study(self, name: str, params: Any, result: Any) -> Any:
+        """Record study `name`'s result and arguments (atomically); returns the result as it reads back, so
+        that a fresh run and a resumed one go on with the same values."""
+        record = json.loads(json.dumps({"params": params, "result": result}, sort_keys=True))
+        (self.path / STUDIES_DIR).mkdir(exist_ok=True)
+        atomic.write_json(self.path / STUDIES_DIR / f"{name}.json", record)
+        return record["result"]
 
     def write_text(self, name: str, text: str) -> Path:
         return atomic.write_text(self.path / name, text)

@@ -66,7 +66,7 @@ def union_descriptor(ws: Workspace, family: str, task: str, grid_tasks: Sequence
     each grid, all its prompts; rows and prompts concatenated)."""
     f_pre, f_ft, G = [], [], []
     for other in grid_tasks:
-        state = ws.bank(family).add_grid(ws.grid(other))
+        state = ws.grid_state(family, other)
         f_pre.append(unit_rows(state.raw_embeddings[:probes]))
         # the fine-tune's own grid is encoded whole anyway (its descriptor needs it): slice that
         f_ft.append(ws.finetuned_rows(family, task, other, None if other == task else probes)[:probes])

@@ -2,19 +2,23 @@
 
 Each (model, item) pair is encoded at most once: target probes through the model's operator bank,
 test and control splits through `FeatureCache`s, fine-tuned probes through one cache keyed by
-(family, fine-tune task, grid task). Everything afterwards is matrix products on cached rows:
-an operator A folded at strength c moves raw embeddings exactly as z -> z + c A s.
+(family, fine-tune task, grid task). Each item set is preprocessed once per family (`inputs`, an
+`accel.Prepared` set): the family's fine-tunes and edited copies (LoRA cells, weight-space edits)
+encode it from there. Everything afterwards is matrix products on cached rows: an operator A folded
+at strength c moves raw embeddings exactly as z -> z + c A s.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-from typing import Any, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
+import attrs
 import torch
 from torch import Tensor
 
+from ..accel import Prepared
 from ..descriptor import UTD
 from ..edits.edit import Edit
 from ..errors import PlatonicError
@@ -24,7 +28,7 @@ from ..linalg import unit_rows
 from ..ridge import RIDGE_A, RIDGE_B
 from ..protocol import DualEncoder
 from ..tasks import Grid, Task
-from ..transfer.closed_form import OperatorBank
+from ..transfer.closed_form import GridState, OperatorBank
 from ..worlds import zoo
 from ..worlds.registry import world_spec
 from ..zeroshot import accuracy_of, predict
@@ -53,8 +57,8 @@ def architecture_signature(encoder: DualEncoder) -> str:
 class Workspace:
     """Pretrained models by family, tasks by name, fine-tunes by (family, task), and shared caches.
 
-    `finetuned[(family, task)]` is the family's fine-tuned encoder on that task (same text tower),
-    or a UTD already computed on this workspace's grid of the task. `controls` name tasks whose
+    `finetuned[(family, task)]` is the family's fine-tuned encoder on that task (same text tower and
+    preprocessing), or a UTD already computed on this workspace's grid of the task. `controls` name tasks whose
     test splits measure what edits break; they are never probed.
     """
 
@@ -93,6 +97,7 @@ class Workspace:
         self.progress = progress
         self._task_vectors = dict(task_vectors or {})
         self._grids: dict[str, Grid] = {}
+        self._inputs: dict[tuple[str, str, str], Prepared] = {}
         self._banks: dict[str, OperatorBank] = {}
         self._eval: dict[tuple[str, str], FeatureCache] = {}
         self._landmarks: dict[tuple[str, str], Tensor] = {}
@@ -153,19 +158,37 @@ class Workspace:
             self._grids[task] = self._task(task).grid(self.per_class, self.grid_seed)
         return self._grids[task]
 
+    def inputs(self, family: str, task: str, split: Literal["grid", "test"]) -> Prepared:
+        """The items of the task's probe grid or test split, preprocessed once for the family (kept while
+        they fit in `accel.PREPARED_BYTES`): every model of the family encodes them from here, since a
+        family's fine-tunes and edited copies preprocess as its pretrained model does."""
+        key = (family, task, split)
+        if key not in self._inputs:
+            items = self.grid(task).items if split == "grid" else self._task(task).test.items
+            self._inputs[key] = Prepared(self._model(family), items, self.batch_size)
+        return self._inputs[key]
+
     def bank(self, family: str) -> OperatorBank:
-        """The family's operator bank (one ridge factorisation per grid, built on demand)."""
+        """The family's operator bank (one ridge factorisation per grid, built on demand); add grids
+        through `grid_state`, which encodes them from the family's preprocessed `inputs`."""
         if family not in self._banks:
             self._banks[family] = OperatorBank(self._model(family), self.ridge_a, self.ridge_b, self.batch_size, self.progress)
         return self._banks[family]
+
+    def grid_state(self, family: str, task: str) -> GridState:
+        """The family's bank state of the task's grid: its probes encoded once, from `inputs`."""
+        bank, grid = self.bank(family), self.grid(task)
+        if grid.identity not in bank.grids:
+            return bank.add_grid(attrs.evolve(grid, items=self.inputs(family, task, "grid")))
+        return bank.state(grid.identity)
 
     def eval_set(self, family: str, task: str) -> FeatureCache:
         """Cached site inputs of the task's test split on the family's pretrained model."""
         key = (family, task)
         if key not in self._eval:
-            self._eval[key] = FeatureCache.build(
-                self._model(family), self._task(task).test, batch_size=self.batch_size, progress=self.progress, task=task
-            )
+            test = self._task(task).test
+            self._eval[key] = FeatureCache.build(self._model(family), self.inputs(family, task, "test"), test.labels,
+                                                 batch_size=self.batch_size, progress=self.progress, task=task)
         return self._eval[key]
 
     def landmarks(self, family: str, task: str) -> Tensor:
@@ -200,8 +223,8 @@ class Workspace:
             ft = self._finetune(family, ft_task)
             if isinstance(ft, UTD):
                 raise PlatonicError(f"({family!r}, {ft_task!r}) is a stored descriptor; its fine-tuned model is not available")
-            items = self.grid(grid_task).items
-            self._ft_rows[key] = encode_items(ft, items[: len(items) if key == full else limit], self.batch_size, self.progress)
+            items = self.inputs(family, grid_task, "grid")
+            self._ft_rows[key] = encode_items(ft, items if key == full else items.part(0, limit), self.batch_size, self.progress)
         return self._ft_rows[key]
 
     def descriptor(self, family: str, task: str, space: str = "affinity") -> UTD:
@@ -218,7 +241,7 @@ class Workspace:
                                         f"it cannot be recomputed in the {space} space")
                 self._descriptors[key] = ft
             else:
-                state = self.bank(family).add_grid(grid)
+                state = self.grid_state(family, task)
                 f_ft = self.finetuned_rows(family, task, task)
                 scale = self._model(family).logit_scale if space in ("probability", "confidence") else None
                 self._descriptors[key] = UTD.from_features(unit_rows(state.raw_embeddings), f_ft, state.landmarks, grid, space, scale,
@@ -234,9 +257,8 @@ class Workspace:
     def solve_operator(self, target: str, descriptor: UTD, centre: bool = False, anchors: Sequence[str] = ()) -> Tensor:
         """Operator on `target` of any descriptor on a task grid (`centre`: row-centred; `anchors`: task
         names whose probes are held in place, OperatorBank.operator)."""
-        bank = self.bank(target)
-        bank.add_grid(self.grid(descriptor.task))
-        return bank.operator(descriptor, centre, [self.grid(a) for a in anchors])
+        self.grid_state(target, descriptor.task)
+        return self.bank(target).operator(descriptor, centre, [self.grid_state(target, a).grid for a in anchors])
 
     def operator(self, target: str, source: str, task: str, centre: bool = False, anchors: Sequence[str] = (),
                  space: str = "affinity") -> Tensor:
@@ -259,10 +281,14 @@ class Workspace:
             ft = self.finetuned.get(key)
             if not isinstance(ft, DualEncoder):
                 return None
-            data = self._task(task).test
-            f = encode_items(ft, data.items, self.batch_size, self.progress)
-            self._ft_accuracy[key] = accuracy_of(predict(f, self.landmarks(family, task)), data.labels)
+            f = encode_items(ft, self.inputs(family, task, "test"), self.batch_size, self.progress)
+            self._ft_accuracy[key] = accuracy_of(predict(f, self.landmarks(family, task)), self._task(task).test.labels)
         return self._ft_accuracy[key]
+
+    def adopt_finetuned_accuracies(self, known: Sequence[Sequence[Any]]) -> None:
+        """Take [family, task, accuracy] rows measured before (a run folder's record) as `finetuned_accuracy`'s
+        answers, so that a resumed run does not encode the fine-tunes' test splits again."""
+        self._ft_accuracy.update({(family, task): acc for family, task, acc in known if acc is not None})
 
     # ------------------------------------------------------------------ weight space
     def architecture(self, family: str) -> str:
@@ -287,9 +313,8 @@ class Workspace:
         with edit.applied_to(model) if edit is not None else contextlib.nullcontext():
             out = {}
             for name in names:
-                data = self._task(name).test
-                f = encode_items(model, data.items, self.batch_size, self.progress)
-                out[name] = accuracy_of(predict(f, self.landmarks(family, name)), data.labels)
+                f = encode_items(model, self.inputs(family, name, "test"), self.batch_size, self.progress)
+                out[name] = accuracy_of(predict(f, self.landmarks(family, name)), self._task(name).test.labels)
             return out
 
     @torch.no_grad()

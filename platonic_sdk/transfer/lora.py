@@ -15,14 +15,14 @@ into the weights as W <- W + strength * (lora_alpha / r) B A on apply and restor
 from __future__ import annotations
 
 import copy
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import attrs
 import torch
 from peft.tuners.lora import LoraLayer
 from torch import Tensor, nn
 
-from ..accel import autocast, batch_nbytes, batch_rows, cat_batches
+from ..accel import Prepared, autocast, autocasts, batch_nbytes, batch_rows, cat_batches, map_tensors
 from ..binding import Target
 from ..descriptor import UTD, Composition
 from ..edits.lora_edit import LoraEdit, media_prefix
@@ -68,18 +68,27 @@ class _GridTarget:
     mu_b: float
 
 
-def _grid_target(target: DualEncoder, grid: Grid, G: Tensor, U: Tensor, batch_size: int, ridge_b: float) -> _GridTarget:
-    with autocast(target.device):  # the precision of training, so that step 0 changes nothing
-        f_pre = encode_items(target, grid.items, batch_size)
+Encoded = Mapping[str, tuple[Tensor, Tensor]]  # grid identity -> (unedited unit embeddings f_pre, landmarks G)
+
+
+def _grid_target(target: DualEncoder, grid: Grid, G: Tensor, U: Tensor, batch_size: int, ridge_b: float, f_pre: Tensor | None) -> _GridTarget:
+    if f_pre is None:
+        with autocast(target.device):  # the precision of training, so that step 0 changes nothing
+            f_pre = encode_items(target, grid.items, batch_size)
     return _GridTarget(grid, G.clone(), f_pre.float().clone(), U, float(relative_ridge(G, ridge_b)))
 
 
 def _grid_targets(
     target: DualEncoder, composition: Composition, grids: Sequence[Grid], batch_size: int, ridge_b: float,
-    anchors: tuple[Grid, ...] = (),
+    anchors: tuple[Grid, ...] = (), encoded: Encoded | None = None,
 ) -> list[_GridTarget]:
     """The objective's grids: each term's with its summed target c U, then each (distinct) anchor's with
-    target 0 on every anchor's prompts (the closed form's anchor term)."""
+    target 0 on every anchor's prompts (the closed form's anchor term). `encoded` grids are not encoded
+    again where autocast leaves the forward's precision as it is (off CUDA): their rows are what
+    encoding them here would give."""
+    known = {} if autocasts(target.device) else dict(encoded or {})
+    f_pre = lambda grid: known[grid.identity][0] if grid.identity in known else None  # noqa: E731
+    G = lambda grid: known[grid.identity][1] if grid.identity in known else landmarks(target, grid.prompts)  # noqa: E731
     by_id = {g.identity: g for g in grids}
     out = []
     for grid_id, (task, U) in composition.by_grid().items():
@@ -88,19 +97,23 @@ def _grid_targets(
         grid = by_id[grid_id]
         if grid.shape != tuple(U.shape):
             raise ShapeError(f"grid {grid_id} is {grid.shape}, but its descriptor is {tuple(U.shape)}")
-        out.append(_grid_target(target, grid, landmarks(target, grid.prompts), U.float(), batch_size, ridge_b))
+        out.append(_grid_target(target, grid, G(grid), U.float(), batch_size, ridge_b, f_pre(grid)))
     if anchors:
-        G = torch.cat([landmarks(target, a.prompts) for a in anchors])  # every anchor's prompts
-        out += [_grid_target(target, a, G, torch.zeros(a.shape[0], G.shape[0]), batch_size, ridge_b) for a in anchors]
+        held = torch.cat([G(a) for a in anchors])  # every anchor's prompts
+        out += [_grid_target(target, a, held, torch.zeros(a.shape[0], held.shape[0]), batch_size, ridge_b, f_pre(a)) for a in anchors]
     return out
 
 
 POOL_BYTES = 1 << 30  # preprocess the probe pool once when its model batch fits in this much memory
 
 
-def _preprocessed_pool(model: DualEncoder, items: Sequence[Any], batch_size: int) -> Any | None:
-    """The model batch of every probe item, in pool order, preprocessed once (`preprocess` works item by item,
-    so its rows are what each training step's own preprocessing would give); None when over `POOL_BYTES`."""
+def _preprocessed_pool(model: DualEncoder, sets: Sequence[Sequence[Any]], batch_size: int) -> Any | None:
+    """The model batch of every probe item of `sets`, in pool order, on the model's device: the kept batches
+    of `accel.Prepared` sets, else preprocessed here once (`preprocess` works item by item, so its rows are
+    what each training step's own preprocessing would give); None when over `POOL_BYTES`."""
+    if all(isinstance(s, Prepared) and s.kept() for s in sets):
+        return map_tensors(lambda t: t.to(model.device), cat_batches([s.rows(0, len(s)) for s in sets]))
+    items = join(sets)
     chunks = (model.preprocess([items[j] for j in range(i, min(i + batch_size, len(items)))]) for i in range(0, len(items), batch_size))
     first = next(chunks)
     if batch_nbytes(first) / min(batch_size, len(items)) * len(items) > POOL_BYTES:
@@ -115,16 +128,20 @@ def fit_lora(
     config: LoraRouteConfig | None = None,
     progress: bool = True,
     anchors: Sequence[Grid] = (),
+    encoded: Encoded | None = None,
 ) -> LoraEdit:
     """Fit LoRA on a copy of `target`'s media tower to realise `descriptor` (all terms jointly); `target` is untouched.
 
     `anchors` are grids whose probes must not move: they join the objective with a zero target on the
     prompts of every anchor (plus the landmark ridge), as the closed form's anchors do. They join the
-    batches without lengthening the fit: its steps are counted over the terms' probes."""
+    batches without lengthening the fit: its steps are counted over the terms' probes.
+    Grids whose items are `accel.Prepared` are not preprocessed again; `encoded` maps grid identities to
+    the target's unedited unit embeddings and landmarks of that grid (an `OperatorBank`'s grid state holds
+    them), which are then not encoded again (off CUDA, where autocast changes nothing)."""
     config = config or LoraRouteConfig()
     composition = Composition.of(descriptor)
     anchors = anchor_grids(composition.by_grid(), anchors)
-    parts = _grid_targets(target, composition, grids, config.batch_size, config.ridge_b, anchors)
+    parts = _grid_targets(target, composition, grids, config.batch_size, config.ridge_b, anchors, encoded)
     pool = [(k, i) for k, part in enumerate(parts) for i in range(part.grid.shape[0])]
     model = copy.deepcopy(target)
     model.eval()
@@ -136,7 +153,7 @@ def fit_lora(
     term_probes = sum(part.grid.shape[0] for part in parts[: len(parts) - len(anchors)])
     steps = total_steps(term_probes, config.batch_size, config.epochs, config.max_steps)
 
-    inputs = _preprocessed_pool(model, join([part.grid.items for part in parts]), config.batch_size)
+    inputs = _preprocessed_pool(model, [part.grid.items for part in parts], config.batch_size)
 
     def loss_fn(ids: Tensor) -> Tensor:
         chosen = [pool[i] for i in ids.tolist()]
