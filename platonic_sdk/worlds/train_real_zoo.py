@@ -316,20 +316,25 @@ def build(out: Path, names: Sequence[str], stages: Sequence[str], progress: bool
             })
         if "finetune" in stages:
             encoder = load("lit", str(out / name)).eval()
-            record: dict[str, dict[str, float]] = {}
+            record: dict[str, dict[str, Any]] = {}
+            relatives = {}
             for task_name in world.transfer_tasks:
                 task = world.task(task_name)
                 ft = finetune(encoder, task, FinetuneConfig(**FINETUNE), progress=False)
+                if task_name in world.trio[:2]:
+                    relatives[task_name] = ft.encoder
                 half = TaskVector({k: v.half() for k, v in ft.task_vector.deltas.items()}, ft.task_vector.metadata)
                 half.save(finetune_path(out, name, task_name))
                 record[task_name] = {"zero_shot": float(accuracy(encoder, task)), "finetuned": float(accuracy(ft.encoder, task)),
-                                     **probes(encoder, task)}
+                                     **probes(encoder, task), "probe_site_finetuned": probes(ft.encoder, task)["probe_site"]}
                 print(f"  {name} {task_name:22s} {record[task_name]}", flush=True)
-            for other in (world.trio[2], *world.controls):
+            for other in [t for t in world.task_names if t not in world.transfer_tasks]:
                 task = world.task(other)
                 record[other] = {"zero_shot": float(accuracy(encoder, task))}
                 if other not in world.controls:
                     record[other].update(probes(encoder, task))
+                if other == world.trio[2]:  # what each relative's own fine-tune does to the held-out task
+                    record[other]["relatives"] = {t: float(accuracy(e, task)) for t, e in relatives.items()}
                 print(f"  {name} {other:22s} {record[other]}", flush=True)
             _update_manifest(manifest_path, name, {"accuracy": record})
 
