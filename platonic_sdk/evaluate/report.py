@@ -463,5 +463,5 @@ def render(summary: dict[str, Any], title: str = "platonic grid", studies: Mappi
     parts.append("## Figures\n\n" + table(["figure", "value"], [[k, v] for k, v in summary["checks"].items()])
                  + "".join(f"\n\n{line}" for line in said))
     parts.append(paper_reference(summary))
-    parts.append(table(["stage", "wall time (s)"], [[k, v] for k, v in summary.get("timings", {}).items()]))
+    parts.append("## Wall times\n\n" + table(["stage", "wall time (s)"], [[k, v] for k, v in summary.get("timings", {}).items()]))
     return "\n\n".join(parts) + "\n"
