@@ -484,8 +484,12 @@ def parse_models(items: Sequence[str], families: Sequence[str]) -> dict[str, str
 
 
 def check_benchmark_options(args: argparse.Namespace) -> None:
-    """--model and --finetunes belong to --benchmark, which brings its own tasks, controls and models."""
+    """--benchmark names a known benchmark, which brings its own tasks, controls and models; --model and
+    --finetunes belong to it."""
     if args.benchmark:
+        from .data.benchmark import benchmark_name
+
+        args.benchmark = benchmark_name(args.benchmark)
         clash = [o for o, v in (("--task", args.tasks), ("--controls", args.controls), ("models in --config", args.models)) if v]
         if clash:
             raise PlatonicError(f"--benchmark {args.benchmark} brings its own tasks, controls and families: drop {', '.join(clash)}")

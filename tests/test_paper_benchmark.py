@@ -192,7 +192,7 @@ def test_missing_datasets_are_all_named_with_their_layouts_before_any_model_load
 
 def test_unknown_benchmarks_and_bad_models_are_refused(tmp_path, capsys):
     assert grid("--benchmark", "paper-video", "--data-root", str(tmp_path), "--out", str(tmp_path / "r")) == 2
-    assert "unknown benchmark 'paper-video'; known: paper-audio, paper-image" in capsys.readouterr().err
+    assert "unknown benchmark 'paper-video' (did you mean 'paper-image'?); known: paper-audio, paper-image" in capsys.readouterr().err
     assert grid("--benchmark", "paper-image", "--data-root", str(tmp_path), "--out", str(tmp_path / "r"), "--model", "clap=x") == 2
     assert "'clap' is not among the benchmark's families" in capsys.readouterr().err
     assert grid("--benchmark", "paper-image", "--task", "amber_shapes", "--out", str(tmp_path / "r")) == 2

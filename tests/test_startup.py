@@ -45,17 +45,18 @@ def test_import_and_help_and_usage_errors_load_no_model_library():
         report("import")
         from platonic_sdk import cli
         for argv in (["--help"], ["bank", "--help"], ["utd", "--family", "clipp", "--task", "t"], ["edit", "--family", "clip"],
-                     ["grid", "--methods", "closed_frm", "--out", "x"], ["demo", "--world", "imag"], ["evaluate", "--strength", "1"]):
+                     ["grid", "--methods", "closed_frm", "--out", "x"], ["grid", "--benchmark", "paper-vidoe", "--out", "x"],
+                     ["demo", "--world", "imag"], ["evaluate", "--strength", "1"]):
             try:
                 status = cli.main(argv)
             except SystemExit as exc:
                 status = exc.code
             report(" ".join(argv) + f" -> {status}")
     """)
-    assert len(reports) == 8
+    assert len(reports) == 9
     for r in reports:
         assert r["libraries"] == [] and r["modules"] == [], r
-    assert [r["where"].rsplit(" ", 1)[-1] for r in reports[1:]] == ["0", "0", "2", "2", "2", "2", "2"]
+    assert [r["where"].rsplit(" ", 1)[-1] for r in reports[1:]] == ["0", "0", "2", "2", "2", "2", "2", "2"]
 
 
 def test_the_public_api_loads_torch_and_no_model_library():

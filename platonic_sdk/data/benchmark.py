@@ -187,6 +187,11 @@ def benchmark_names() -> list[str]:
     return _BENCHMARKS.names()
 
 
+def benchmark_name(name: str) -> str:
+    """`name` checked against the known benchmarks without loading them; PlatonicError with the nearest and the known ones."""
+    return _BENCHMARKS.check(name)
+
+
 def benchmark(name: str) -> Benchmark:
     """The registered benchmark `name`, or PlatonicError listing the known ones."""
     return _BENCHMARKS.lookup(name)

@@ -14,19 +14,22 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Sequence
+from typing import TYPE_CHECKING, IO, Any, Sequence
 
 import numpy as np
-import torch
 from PIL import Image, UnidentifiedImageError
 
 from ..errors import PlatonicError, ShapeError
 from ..items import FileRef, Items
 from ..tasks import DEFAULT_TEMPLATE, Split, Task
 from .folders import check_class_names, check_files, read_table, scan_classes, split_task, subfolders
+
+if TYPE_CHECKING:
+    import torch
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm")
 # 8-bit modes that both transformers and open_clip convert to RGB (deeper or other colour spaces are refused).
@@ -55,7 +58,7 @@ def as_image(item: Any, where: str = "image item") -> Image.Image:
                 "convert it first, e.g. image.convert('RGB')"
             )
         return item
-    if isinstance(item, torch.Tensor):
+    if _is_tensor(item):
         if item.ndim != 3 or item.shape[0] not in (1, 3, 4):
             raise ShapeError(f"{where}: a tensor image must be C x H x W with C in 1, 3, 4, got {tuple(item.shape)}")
         return _from_pixels(item.detach().cpu().permute(1, 2, 0).numpy(), where, "C x H x W")
@@ -66,9 +69,15 @@ def as_image(item: Any, where: str = "image item") -> Image.Image:
     )
 
 
-def as_images(items: Sequence[Any] | np.ndarray | torch.Tensor) -> list[Image.Image]:
+def _is_tensor(item: Any) -> bool:
+    """Whether `item` is a torch tensor (none can exist before torch is imported, so this never imports it)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(item, torch.Tensor)
+
+
+def as_images(items: Sequence[Any] | np.ndarray | "torch.Tensor") -> list[Image.Image]:
     """A batch of image items (or one n x H x W x 3 array / n x 3 x H x W tensor) as PIL images."""
-    if isinstance(items, (np.ndarray, torch.Tensor)) and items.ndim == 4:
+    if (isinstance(items, np.ndarray) or _is_tensor(items)) and items.ndim == 4:
         items = list(items)
     images = [as_image(item, f"image item {i}") for i, item in enumerate(items)]
     if not images:
