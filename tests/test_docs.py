@@ -13,8 +13,9 @@ Code blocks. Every ```python, ```sh / ```bash and ```toml block of README.md and
   needs hub ids, several GPUs, a user's world, or it is the README's set-up, which makes a venv, installs
   the package and runs the long demo or the whole suite. It is parsed (ast.parse, `bash -n`), and every
   `platonic ...` command in it parses with the real argument parser. The short equivalents that run are
-  elsewhere: the demo in tests/test_demo.py, torchrun in tests/test_distributed.py, a registered world in
-  tests/test_demo.py.
+  elsewhere, and smaller: the demo command on a tiny zoo in tests/test_demo.py (the shipped zoo's full demo
+  runs nowhere in the suite), torchrun with two gloo ranks in tests/test_distributed.py, a registered world
+  in tests/test_demo.py.
 - architecture.md's cell-method block is a plugin file: it is written as `my_method.py` and run with the
   command the page gives (`platonic grid --plugin my_method.py --methods closed_form,double_strength`),
   with small options (two families, one addition cell, no similarity study) so that it takes seconds.
