@@ -560,7 +560,9 @@ def _grid(args: argparse.Namespace, folder) -> int:
     summary = run_experiment(ws, folder, config, describe, progress=not args.quiet, title=title)
     if summary is not None:  # rank 0 (or the only process)
         wall = time.perf_counter() - started
-        print(f"{summary['cells']['records']} cells; report {folder.path / 'report.md'}; wall time {wall:.1f} s "
+        from .evaluate.report import plural
+
+        print(f"{plural(summary['cells']['records'], 'cell')}; report {folder.path / 'report.md'}; wall time {wall:.1f} s "
               f"(run stages {summary['timings']['total']:.1f} s)")
     return 0
 
