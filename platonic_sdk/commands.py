@@ -554,14 +554,13 @@ def cmd_grid(args: argparse.Namespace) -> int:
 
 def _grid(args: argparse.Namespace, folder) -> int:
     from .evaluate.experiment import run_experiment
+    from .evaluate.report import plural
 
     started = time.perf_counter()
     ws, config, describe, title = _experiment(args)
     summary = run_experiment(ws, folder, config, describe, progress=not args.quiet, title=title)
     if summary is not None:  # rank 0 (or the only process)
         wall = time.perf_counter() - started
-        from .evaluate.report import plural
-
         print(f"{plural(summary['cells']['records'], 'cell')}; report {folder.path / 'report.md'}; wall time {wall:.1f} s "
               f"(run stages {summary['timings']['total']:.1f} s)")
     return 0
