@@ -240,3 +240,26 @@ def test_settings_check_the_space():
     assert CellSettings().space == "affinity" and CellSettings().as_dict()["space"] == "affinity"
     ExperimentConfig(methods=("closed_form_probability", "closed_form_confidence", "alignment", "alignment_lstsq"))
     assert method("closed_form_pseudo_label").label == "closed form, pseudo-label descriptors"
+
+
+def test_platonic_utd_space_writes_what_the_python_api_computes(tmp_path, capsys, monkeypatch):
+    from platonic_sdk import cli
+
+    pre = ps.from_config("clip", seed=0)
+    pre.save(str(tmp_path / "pre"))
+    moved(pre, seed=3).save(str(tmp_path / "ft"))
+    monkeypatch.chdir(tmp_path)
+    world = ["--train-per-class", "4", "--test-per-class", "3", "--per-class", "2", "--quiet"]
+    assert cli.main(["utd", "--family", "clip", "--checkpoint", "pre", "--ft-checkpoint", "ft", "--task", "small_shapes", *world,
+                     "--space", "Confidence", "-o", "u.safetensors"]) == 0
+    assert "(confidence space)" in capsys.readouterr().out
+    saved = UTD.load(tmp_path / "u.safetensors")
+    task = ImageWorld(train_per_class=4, test_per_class=3).task("small_shapes")
+    expected = UTD.compute(ps.load("clip", str(tmp_path / "pre")), ps.load("clip", str(tmp_path / "ft")), task.grid(2, 0), space="confidence")
+    assert saved.space == "confidence" and saved.grid_id == expected.grid_id
+    torch.testing.assert_close(saved.matrix, expected.matrix, atol=1e-6, rtol=1e-5)
+    parser = cli.build_parser()
+    assert parser.parse_args(["grid", "--space", "probability"]).space == "probability"
+    assert parser.parse_args(["grid"]).space is None  # CellSettings' default, affinity
+    with pytest.raises(SystemExit):
+        parser.parse_args(["utd", "--space", "logits"])

@@ -48,8 +48,7 @@ def alignment_operator(ws: Workspace, target: str, source: str, task: str, how: 
     (module docstring); None when the source's fine-tuned model is not available (a stored descriptor)."""
     if not isinstance(ws.finetuned.get((source, task)), DualEncoder):
         return None
-    grid = ws.grid(task)
-    src, tgt = ws.bank(source).add_grid(grid), ws.bank(target).add_grid(grid)
+    src, tgt = ws.grid_state(source, task), ws.grid_state(target, task)
     X_s = unit_rows(src.raw_embeddings.detach().cpu().double())
     X_t = unit_rows(tgt.raw_embeddings.detach().cpu().double())
     change = ws.finetuned_rows(source, task, task).detach().cpu().double() - X_s
