@@ -160,7 +160,7 @@ def tiny_zoo(tiny_setup, tmp_path):
 def test_demo_and_grid_give_the_same_numbers_on_the_same_cells(tiny_zoo, tmp_path) -> None:
     common = ["--world", "tiny", "--seed", "3", "--quiet"]
     assert cli.main(["demo", *common, "--out", str(tmp_path / "demo"), "--lora-cells", "1", "--weight-space-cells", "0"]) == 0
-    methods = "zero_shot,random_utd,single_a,single_b,closed_form,oracle,label_reference,weight_space,lora"
+    methods = "zero_shot,random_utd,single_a,single_b,closed_form,oracle,label_reference,alignment,alignment_lstsq,weight_space,lora"
     assert cli.main(["grid", *common, "--out", str(tmp_path / "grid"), "--world-seed", "3", "--grid-seed", "3", "--batch-size", "256",
                      "--similarity-probes", "0", "--methods", methods, "--method-cells", "lora=1"]) == 0
     demo, grid = (json.loads((tmp_path / d / "report.json").read_text()) for d in ("demo", "grid"))
