@@ -39,6 +39,7 @@ from ..zeroshot import accuracy
 from .real import (ANIMALS, CARD_TEST, CARD_TRAIN, CLIPART_GROUPS, CONTROL_TRAIN, DATA_DIR, FASHION_TEST, FASHION_TRAIN,
                    FOOD, REAL_ZOO_DIR, SUITS, RealWorld)
 from .seeded import stream_key
+from .registry import world_spec
 from .train_zoo import _save, _update_manifest
 from .zoo import MANIFEST, finetune_path
 
@@ -290,7 +291,9 @@ def build(out: Path, names: Sequence[str], stages: Sequence[str], progress: bool
     if "data" in stages:
         build_data(out / "data")
     manifest_path = out / MANIFEST
+    spec = world_spec("real")  # the world's ridge, for its members wherever the zoo is copied (ridge.ridge_rule)
     _update_manifest(manifest_path, None, {}, world="real", world_seed=0, finetune=dict(FINETUNE),
+                     ridge={"world": spec.name, "ridge_a": spec.ridge_a, "ridge_b": spec.ridge_b},
                      pretrain=dict(PRETRAIN, templates=list(TEMPLATES), fashion_per_class=PRETRAIN_FASHION))
     members = {m.name: m for m in MEMBERS}
     world = RealWorld(seed=0)
