@@ -390,6 +390,11 @@ class LiTEncoder(DualEncoder):
         return self._model
 
     @property
+    def logit_scale(self) -> float:
+        """exp of the head's learned log temperature, capped at 100 as in its pretraining loss."""
+        return float(self._model.logit_scale.detach().exp().clamp(max=100))
+
+    @property
     def media_encoder(self) -> nn.Module:
         return self._model.visual
 
