@@ -149,7 +149,7 @@ def test_similarity_against_descriptors_computed_from_scratch(ws, monkeypatch, c
     k = 5
     monkeypatch.setattr("platonic_sdk.progress.MIN_SECONDS", 0.0)  # every stage prints its line (stderr is not a terminal)
     capped = similarity(ws, fams, TASKS[:2], union_probes=k, progress=True)
-    assert capsys.readouterr().err.startswith("similarity: union-grid descriptors: 4/4 in ")
+    assert capsys.readouterr().err.splitlines()[-1].startswith("similarity: union-grid descriptors: 4/4 in ")  # its closing line
     heads = [Grid(g.task, g.probe_ids[:k], g.prompts, g.items[:k]) for g in (ws.grid(t) for t in TASKS[:2])]
     small = {(f, t): UTD.compute(ws.models[f], ws.finetuned[(f, t)], Grid.union(heads)) for t in TASKS[:2] for f in fams}
     for (i, a), (j, b) in itertools.combinations(enumerate(capped.labels), 2):
@@ -161,11 +161,14 @@ def test_report_table_layout_and_means(ws):
     summary = {"addition": summarise(records, "addition")}
     lines = cells_section(summary, "addition", "cross-family", 0.5).splitlines()
     assert lines[0] == "## Two-task addition, cross-family, strength 0.5 (4 cells)"
-    assert lines[2] == f"| method | task A | task B | {CONTROL} | control mean | cells |"
+    assert lines[2] == f"| method | task A | task B | {CONTROL} | control mean | share of labelled reference | cells |"
     ours = next(line for line in lines if line.startswith("| ours, closed form"))
-    expected = np.mean([r["results"]["closed_form"][r["tasks"][1]] for r in records])
-    control = np.mean([r["results"]["closed_form"][CONTROL] for r in records])
-    assert [v.strip() for v in ours.split("|")[3:7]] == [f"{expected:.2f}", f"{control:.2f}", f"{control:.2f}", "4"]
+    mean = lambda m, slot: np.mean([r["results"][m][r["tasks"][slot]] for r in records])  # noqa: E731
+    expected, control = mean("closed_form", 1), np.mean([r["results"]["closed_form"][CONTROL] for r in records])
+    # the share: the closed form's gain on tasks A and B over the labelled reference's, by hand
+    gain = lambda m: sum(mean(m, slot) - mean("zero_shot", slot) for slot in (0, 1))  # noqa: E731
+    share = f"{gain('closed_form') / gain('label_reference'):.0%}"
+    assert [v.strip() for v in ours.split("|")[3:8]] == [f"{expected:.2f}", f"{control:.2f}", f"{control:.2f}", share, "4"]
 
 
 def test_run_folder_has_report_and_readable_figures(ws, tmp_path):
