@@ -223,7 +223,10 @@ class Prepared(abc.Sequence):
     def __len__(self) -> int:
         return self.stop - self.start
 
-    def __getitem__(self, i: int) -> Any:
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):  # a contiguous slice is a view sharing the kept batches
+            start, stop, step = i.indices(len(self))
+            return self.part(start, stop) if step == 1 else [self[j] for j in range(start, stop, step)]
         if not -len(self) <= i < len(self):
             raise IndexError(f"item {i} of {len(self)}")
         return self.items[self.start + i % len(self)]

@@ -113,7 +113,7 @@ def test_prepared_sets_give_the_batches_of_plain_items_and_preprocess_once(monke
     prepared = accel.Prepared(model, items, chunk=8)
     assert torch.equal(torch.cat(_batches(model, prepared, 8)), plain)
     assert torch.equal(torch.cat(_batches(model, prepared, 5)), plain)  # other batch sizes slice the kept chunks
-    view = prepared.part(3, 11)
+    view = prepared[3:11]
     assert len(view) == 8 and view[0] is items[3] and torch.equal(torch.cat(_batches(model, view, 8)), plain[3:11])
     assert sum(calls) == len(items)  # each item preprocessed once, whatever was asked
     assert torch.equal(features.encode_items(model, prepared, 8), features.encode_items(model, items, 8))

@@ -3,8 +3,10 @@
 `platonic demo` (a named preset per world, demo.py) both run it.
 
 Layout of `out/`: run.json (every setting; a resume must repeat them), cells.jsonl (one record per
-finished cell and method pass; a rerun resumes), studies.json, report.json (the summaries),
-report.md (tables and figures) and figures/*.png. Methods with a cell cap (the LoRA route)
+finished cell and method pass; a rerun resumes), studies/<name>.json (each study's result with its
+arguments, and the fine-tunes' test accuracies: a rerun reads them back), studies.json (every study),
+report.json (the summaries), report.md (tables and figures) and figures/*.png (a rerun that reports
+the same summary keeps them). Methods with a cell cap (the LoRA route)
 run after the others, on cells spread evenly over each kind and group.
 
 Under torch.distributed (`torchrun`, every rank calling run_experiment with the same spec) the

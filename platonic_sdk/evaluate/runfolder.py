@@ -182,10 +182,10 @@ class RunFolder:
     def record_study(self, name: str, params: Any, result: Any) -> Any:
         """Record study `name`'s result and arguments (atomically); returns the result as it reads back, so
         that a fresh run and a resumed one go on with the same values."""
-        record = json.loads(json.dumps({"params": params, "result": result}, sort_keys=True))
+        text = json.dumps({"params": params, "result": result}, sort_keys=True)  # one line: the C encoder, fast on big studies
         (self.path / STUDIES_DIR).mkdir(exist_ok=True)
-        atomic.write_json(self.path / STUDIES_DIR / f"{name}.json", record)
-        return record["result"]
+        atomic.write_text(self.path / STUDIES_DIR / f"{name}.json", text)
+        return json.loads(text)["result"]
 
     def write_text(self, name: str, text: str) -> Path:
         return atomic.write_text(self.path / name, text)
