@@ -148,6 +148,10 @@ def _build(options: dict[str, Any], state: dict[str, Tensor], where: str, device
                                             enable_fusion=options["fused"], fusion_type="aff_2d")
     except Exception as exc:  # RoBERTa/BERT/BART text towers fetch their configs from the hub
         raise CheckpointError(f"laion_clap cannot build {options['amodel']} + {options['tmodel']} here: {exc}") from exc
+    # The released files were saved with transformers < 4.31, whose text towers kept `embeddings.position_ids`
+    # as a saved buffer; laion_clap's own loader deletes it (clap_module.factory.load_state_dict), so do we.
+    keys = model.state_dict().keys()
+    state = {k: v for k, v in state.items() if k in keys or not k.endswith("embeddings.position_ids")}
     missing, unexpected = model.load_state_dict(state, strict=False)
     missing = [k for k in missing if not k.endswith("position_ids")]
     if missing or unexpected:
