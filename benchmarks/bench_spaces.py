@@ -128,7 +128,8 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     for m, row in table.items():  # each space's closed form against its own oracle and against the paper's (affinity)
         if m.endswith(" closed form"):
             row["share_of_oracle"] = row["mean_gain"] / table[m.replace(" closed form", " oracle")]["mean_gain"]
-            row["share_of_affinity_oracle"] = row["mean_gain"] / table["affinity oracle"]["mean_gain"]
+            if "affinity oracle" in table:
+                row["share_of_affinity_oracle"] = row["mean_gain"] / table["affinity oracle"]["mean_gain"]
     return table
 
 
@@ -142,7 +143,7 @@ def markdown(world: str, sample: str, table: dict[str, Any]) -> str:
         shares = {t: s for t, s in row["share_of_reference"].items() if s is not None}
         worst = min(shares, key=shares.get) if shares else None
         share = f"{shares[worst]:.0%} ({worst})" if worst else "-"
-        oracle = f"{row['share_of_oracle']:.0%} / {row['share_of_affinity_oracle']:.0%}" if "share_of_oracle" in row else "-"
+        oracle = " / ".join(f"{row[k]:.0%}" for k in ("share_of_oracle", "share_of_affinity_oracle") if k in row) or "-"
         add_c = max(row["addition_control_drop"].values(), default=None)
         neg_c = max(row["negation_control_drop"].values(), default=None)
         rows.append(f"| {m} | {fmt(row['mean_gain'])} | {share} | {oracle} | {fmt(add_c)} | {fmt(row['removal'])} | {fmt(neg_c)} | "

@@ -11,6 +11,7 @@ from torch import Tensor
 
 from .errors import ShapeError, check_finite
 from .ridge import RIDGE_A, RIDGE_B
+from .spaces import SCALED_SPACES, SPACES
 
 __all__ = [
     "utd",
@@ -352,24 +353,29 @@ def space_descriptor(space: str, f_pre: Tensor, f_ft: Tensor, g: Tensor, logit_s
     probability   softmax(s <f_ft, g>) - softmax(s <f_pre, g>)            scaled to ||U||_F
     pseudo_label  [argmax <f_ft, g> = j] - 1/M                            scaled to ||U||_F
     confidence    max softmax(s <f_ft, g>) * ([argmax <f_ft, g> = j] - 1/M)  scaled to ||U||_F
+    blend         Uc / ||Uc||_F + C / ||C||_F (Uc: U row-centred, C: confidence)  scaled to ||U||_F
 
     U is the affinity UTD of the same change on the same grid, so every space carries as much change as
     the paper's descriptor and the strengths mean the same. `logit_scale` (s) is needed by probability and
     confidence only.
     """
-    if space not in ("affinity", "probability", "pseudo_label", "confidence"):  # spaces.SPACES
-        raise ValueError(f"unknown descriptor space {space!r}; the spaces are affinity, probability, pseudo_label, confidence")
+    if space not in SPACES:
+        raise ValueError(f"unknown descriptor space {space!r}; the spaces are {', '.join(SPACES)}")
     U = utd(f_pre, f_ft, g)
     if space == "affinity":
         return U
-    if space in ("probability", "confidence") and logit_scale is None:
+    if space in SCALED_SPACES and logit_scale is None:
         raise ValueError(f"the {space} space needs the model's logit scale")
     if space == "probability":
         raw = probability_change(f_pre, f_ft, g, logit_scale)
     elif space == "pseudo_label":
         raw = pseudo_labels(f_ft, g)
-    else:
+    elif space == "confidence":
         raw = confidence_labels(f_ft, g, logit_scale)
+    else:  # blend: equal parts of what the affinity change and the predictions say
+        unit = torch.ones((), dtype=torch.float64)
+        centred = U.double() - U.double().mean(dim=1, keepdim=True)
+        raw = norm_matched(centred, unit) + norm_matched(confidence_labels(f_ft, g, logit_scale).double(), unit)
     return norm_matched(raw, U).to(U.dtype)
 
 

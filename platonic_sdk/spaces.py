@@ -10,11 +10,12 @@ from .errors import PlatonicError
 # affinity: the paper's UTD, <f_ft, g> - <f_pre, g>;
 # probability: softmax(s <f_ft, g>) - softmax(s <f_pre, g>) over the grid's classes, s the logit scale;
 # pseudo_label: one-hot of the fine-tuned model's predicted class minus 1/M;
-# confidence: the pseudo-label row times the fine-tuned model's top probability.
-# The last three are scaled to the affinity UTD's Frobenius norm on the same grid.
-SPACES = ("affinity", "probability", "pseudo_label", "confidence")
+# confidence: the pseudo-label row times the fine-tuned model's top probability;
+# blend: the row-centred affinity UTD and the confidence descriptor at equal norms, summed.
+# The last four are scaled to the affinity UTD's Frobenius norm on the same grid.
+SPACES = ("affinity", "probability", "pseudo_label", "confidence", "blend")
 DEFAULT_SPACE = "affinity"  # the paper's, until measurements decide otherwise
-SCALED_SPACES = ("probability", "confidence")  # the spaces that read the model's logit scale
+SCALED_SPACES = ("probability", "confidence", "blend")  # the spaces that read the model's logit scale
 
 
 def check_space(value: object) -> str:

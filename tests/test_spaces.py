@@ -38,6 +38,9 @@ PSEUDO = torch.tensor([[0.5, -0.5], [-0.5, 0.5], [0.5, -0.5]], dtype=torch.float
 # confidence: the fine-tuned top probabilities 8/9, 16/17, 16/17 times the pseudo-label rows
 CONF = torch.tensor([[8 / 9], [16 / 17], [16 / 17]], dtype=torch.float64) * PSEUDO
 NORM_U = math.sqrt(2 * (0.36 + 1.96 + 0.04))  # ||U||_F, the scale of every prediction-space descriptor
+# blend: U (its rows already sum to zero, so centring keeps it) and CONF, each at unit norm, summed
+NORM_CONF = math.sqrt(2 * 0.25 * ((8 / 9) ** 2 + 2 * (16 / 17) ** 2))
+BLEND = U / NORM_U + CONF / NORM_CONF
 
 
 def _grid() -> Grid:
@@ -53,7 +56,8 @@ def test_natural_units_by_hand():
         torch.testing.assert_close(m.sum(1), torch.zeros(3, dtype=torch.float64))
 
 
-@pytest.mark.parametrize("space, natural", [("affinity", U), ("probability", PROB), ("pseudo_label", PSEUDO), ("confidence", CONF)])
+@pytest.mark.parametrize("space, natural", [("affinity", U), ("probability", PROB), ("pseudo_label", PSEUDO), ("confidence", CONF),
+                                            ("blend", BLEND)])
 def test_each_space_on_a_grid_by_hand(space, natural):
     """UTD.from_features in each space: the hand-computed matrix, scaled to ||U||_F except affinity."""
     expected = natural if space == "affinity" else natural * (NORM_U / float(natural.norm()))
@@ -63,7 +67,7 @@ def test_each_space_on_a_grid_by_hand(space, natural):
     assert utd.space == space and utd.grid_id == grid.identity and utd.provenance["family"] == "by-hand"
     torch.testing.assert_close(utd.matrix, expected.float(), atol=1e-6, rtol=1e-6)
     assert float(utd.matrix.norm()) == pytest.approx(NORM_U, rel=1e-6)
-    if space in ("probability", "confidence"):
+    if space in ("probability", "confidence", "blend"):
         assert utd.provenance["logit_scale"] == pytest.approx(S)
     if space != "affinity":  # rows already sum to zero
         torch.testing.assert_close(utd.centred().matrix, utd.matrix, atol=1e-6, rtol=0)
@@ -71,7 +75,7 @@ def test_each_space_on_a_grid_by_hand(space, natural):
 
 def test_spaces_that_need_a_logit_scale_say_so():
     grid = _grid()
-    for space in ("probability", "confidence"):
+    for space in ("probability", "confidence", "blend"):
         with pytest.raises(PlatonicError, match="logit scale"):
             UTD.from_features(F_PRE, F_FT, G, grid, space=space)
     with pytest.raises(PlatonicError, match="unknown descriptor space 'logits'.*affinity, probability"):
@@ -158,6 +162,9 @@ def test_compute_on_a_model_with_template_ensembles(tiny, space):
     else:
         onehot = torch.nn.functional.one_hot(a1.argmax(1), g.shape[0]).double() - 1 / g.shape[0]
         expected = onehot if space == "pseudo_label" else (s * a1).softmax(1).amax(1, keepdim=True) * onehot
+        if space == "blend":
+            centred = aff - aff.mean(1, keepdim=True)
+            expected = centred / centred.norm() + expected / expected.norm()
     if space != "affinity":
         expected = expected * (aff.norm() / expected.norm())
     torch.testing.assert_close(utd.matrix.double(), expected, atol=2e-5, rtol=1e-4)
@@ -263,3 +270,18 @@ def test_platonic_utd_space_writes_what_the_python_api_computes(tmp_path, capsys
     assert parser.parse_args(["grid"]).space is None  # CellSettings' default, affinity
     with pytest.raises(SystemExit):
         parser.parse_args(["utd", "--space", "logits"])
+
+
+def test_blend_centres_the_affinity_part():
+    """A per-probe offset of the affinities (the same shift of every prompt) does not reach the blend."""
+    g = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)  # two orthogonal landmarks
+    f_pre = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+    f_ft = torch.tensor([[0.6, 0.8], [0.8, 0.6]], dtype=torch.float64)
+    # U rows (-0.4, 0.8) and (0.8, -0.4), offsets 0.2: centred (-0.6, 0.6) and (0.6, -0.6); predictions 1 then 0,
+    # each with top probability 1 / (1 + exp(-0.2 s)) (a logit gap of 0.2 s)
+    U2 = torch.tensor([[-0.4, 0.8], [0.8, -0.4]], dtype=torch.float64)
+    centred = torch.tensor([[-0.6, 0.6], [0.6, -0.6]], dtype=torch.float64)
+    top = 1 / (1 + math.exp(-S * 0.2))
+    conf = top * torch.tensor([[-0.5, 0.5], [0.5, -0.5]], dtype=torch.float64)
+    by_hand = centred / float(centred.norm()) + conf / float(conf.norm())
+    torch.testing.assert_close(space_descriptor("blend", f_pre, f_ft, g, S), by_hand * (float(U2.norm()) / float(by_hand.norm())))

@@ -25,8 +25,9 @@ from ..errors import PlatonicError
 from ..features import encode_items, landmarks as prompt_landmarks
 from ..finetune.weightspace import TaskVector
 from ..linalg import unit_rows
-from ..ridge import RIDGE_A, RIDGE_B
 from ..protocol import DualEncoder
+from ..ridge import RIDGE_A, RIDGE_B
+from ..spaces import SCALED_SPACES
 from ..tasks import Grid, Task
 from ..transfer.closed_form import GridState, OperatorBank
 from ..worlds import zoo
@@ -243,7 +244,7 @@ class Workspace:
             else:
                 state = self.grid_state(family, task)
                 f_ft = self.finetuned_rows(family, task, task)
-                scale = self._model(family).logit_scale if space in ("probability", "confidence") else None
+                scale = self._model(family).logit_scale if space in SCALED_SPACES else None
                 self._descriptors[key] = UTD.from_features(unit_rows(state.raw_embeddings), f_ft, state.landmarks, grid, space, scale,
                                                            family=family)
         return self._descriptors[key]
