@@ -148,8 +148,8 @@ def build_parser() -> Parser:
     p.add_argument("--finetune", action="store_true", help="fine-tune --checkpoint on the task here instead (with the recipe options)")
     p.add_argument("--save-finetune", type=output_file, metavar="FILE", help="also save the fine-tune's task vector")
     p.add_argument("--space", choices=SPACES, type=str.lower, default=DEFAULT_SPACE,
-                   help=f"descriptor space: affinity (the paper's UTD), probability, pseudo_label or confidence; the last three "
-                        f"are scaled to the affinity UTD's norm (docs/method.md sec. 15; {DEFAULT_SPACE})")
+                   help=f"descriptor space: affinity (the paper's UTD), probability, pseudo_label, confidence or blend (centred "
+                        f"affinity + confidence); all but affinity are scaled to the affinity UTD's norm (docs/method.md sec. 15; {DEFAULT_SPACE})")
     p.add_argument("-o", "--output", type=output_file, metavar="FILE", help="where to write the UTD (.safetensors)")
     p.set_defaults(func=commands.cmd_utd)
 

@@ -21,7 +21,7 @@ from .features import encode_items, landmarks
 from .io import load_tensors, require, save_tensors
 from .linalg import descriptor_cosine, space_descriptor
 from .protocol import DualEncoder
-from .spaces import SCALED_SPACES, check_space
+from .spaces import DEFAULT_SPACE, SCALED_SPACES, check_space
 from .tasks import Grid
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ class UTD:
             raise ShapeError(f"descriptor has shape {self.shape}, but its grid is {grid.shape}")
 
     @classmethod
-    def from_features(cls, f_pre: Tensor, f_ft: Tensor, g: Tensor, grid: Grid, space: str = "affinity",
+    def from_features(cls, f_pre: Tensor, f_ft: Tensor, g: Tensor, grid: Grid, space: str = DEFAULT_SPACE,
                       logit_scale: float | None = None, **provenance: Any) -> "UTD":
         """Descriptor in `space` from probe embeddings before/after a change and the grid's landmarks
         (`logit_scale`: the model's s, needed by the probability and confidence spaces)."""
@@ -116,10 +116,11 @@ class UTD:
     @classmethod
     def compute(
         cls, pre: DualEncoder, ft: DualEncoder | Edit | str | os.PathLike | PeftModel, grid: Grid, batch_size: int = 64,
-        space: str = "affinity", logit_scale: float | None = None, **provenance: Any,
+        space: str = DEFAULT_SPACE, logit_scale: float | None = None, **provenance: Any,
     ) -> "UTD":
         """Descriptor of `ft` against `pre` (the text tower of `pre` gives the landmarks) in `space`
-        ("affinity", the paper's UTD; "probability", "pseudo_label", "confidence": see the class).
+        ("blend", the default, chosen in docs/method.md sec. 15; "affinity", the paper's UTD; "probability",
+        "pseudo_label", "confidence": see the class).
 
         `ft` is a fine-tuned encoder of the same family, or a change of `pre` applied while encoding and
         removed after: an `Edit`, or a peft LoRA adapter trained on `pre` (its folder, or a PeftModel).
@@ -172,7 +173,7 @@ class UTD:
     def load(cls, path: str | os.PathLike) -> "UTD":
         tensors, meta, _ = load_tensors(path, "utd", real=True)
         require(path, "descriptor file", tensors, meta, ("utd",), {"grid_id": str, "task": str})
-        require(path, "descriptor file", tensors, {"provenance": {}, **meta}, (), {"provenance": dict})
+        require(path, "descriptor file", tensors, {"provenance": {}, "space": "affinity", **meta}, (), {"provenance": dict, "space": str})
         return cls(tensors["utd"], meta["grid_id"], meta["task"], meta.get("provenance", {}), meta.get("space", "affinity"))
 
     # algebra: every operation yields a Composition

@@ -14,7 +14,7 @@ from .errors import PlatonicError
 # blend: the row-centred affinity UTD and the confidence descriptor at equal norms, summed.
 # The last four are scaled to the affinity UTD's Frobenius norm on the same grid.
 SPACES = ("affinity", "probability", "pseudo_label", "confidence", "blend")
-DEFAULT_SPACE = "affinity"  # the paper's, until measurements decide otherwise
+DEFAULT_SPACE = "blend"  # chosen on the worlds' task figures, docs/method.md sec. 15 (the paper's: affinity)
 SCALED_SPACES = ("probability", "confidence", "blend")  # the spaces that read the model's logit scale
 
 

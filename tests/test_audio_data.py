@@ -140,6 +140,9 @@ def test_manifest_task_respects_folds(tmp_path):
 def test_manifest_path_template_reads_the_urbansound8k_layout(tmp_path):
     rows = [(f"{i}.wav", "siren" if i % 2 else "drilling", 1 + i % 3) for i in range(6)]
     manifest = _write_manifest(tmp_path, rows, header=("slice_file_name", "class", "fold"))
+    for name, _, fold in rows:  # the layout's files (every header is read at load)
+        (tmp_path / "audio" / f"fold{fold}").mkdir(parents=True, exist_ok=True)
+        write_audio(tmp_path / "audio" / f"fold{fold}" / name, Waveform(_tone(300 + fold, 8000, 0.1), 8000))
     task = manifest_task(manifest, root=tmp_path / "audio", path_template="fold{fold}/{slice_file_name}",
                          label_column="class", test_folds=["3"])
     assert all(p.startswith(str(tmp_path / "audio" / "fold3")) for p in task.test.items.paths)

@@ -95,7 +95,7 @@ def test_seeded_runs_repeat_and_seeds_differ(encoder, task, lora_run):
 def test_utd_on_a_grid_matches_independent_computation(encoder, task, lora_run):
     result = lora_run[0]
     grid = task.grid(per_class=4, seed=0)
-    utd = result.utd(grid)
+    utd = result.utd(grid, space="affinity")
     g = landmarks(encoder, grid.prompts)
     expected = (encode_items(result.encoder, grid.items) - encode_items(encoder, grid.items)) @ g.T
     assert utd.shape == grid.shape and utd.grid_id == grid.identity

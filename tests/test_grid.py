@@ -160,23 +160,28 @@ def test_negation_cells_anchor_the_tasks_that_read_other_attributes(ws, models, 
         CellSettings(anchor=("deletion",))
 
 
-def test_no_item_is_encoded_twice_by_one_model(models, tasks, tmp_path):
+def test_no_item_is_encoded_twice_by_one_model(models, tasks, tmp_path, monkeypatch):
+    """Each family preprocesses each probe and test item once in a run (its fine-tunes and edited copies read
+    the same preprocessed sets; the adapters' own `preprocess` is counted at the class, which every path calls)."""
+    from platonic_sdk.feature_store import caching
+
     counts: Counter = Counter()
     three = {k: copy.deepcopy(models[k]) for k in ("clip", "siglip", "wide")}
     ws3 = build_workspace(three, tasks)
-    for name, model in three.items():  # count what the pretrained models encode (fine-tunes are copies made above)
-        original = model.preprocess
+    for cls in {type(m) for m in three.values()}:
+        original = cls.preprocess
 
-        def counting(items, _name=name, _orig=original):
-            counts[_name] += len(items)
-            return _orig(items)
+        def counting(self, items, _orig=original):
+            counts[self.family] += len(items)
+            return _orig(self, items)
 
-        model.preprocess = counting
+        monkeypatch.setattr(cls, "preprocess", counting)
     cells_only = ExperimentConfig(sweep_cells=1, accumulation=False, guarantee=False, similarity=False)
-    run_experiment(ws3, tmp_path, cells_only)
+    with caching(tmp_path / "cache"):  # a fresh feature store: nothing read from earlier tests
+        run_experiment(ws3, tmp_path / "run", cells_only)
     probes = sum(ws3.grid(t).shape[0] for t in TASKS)
     tests = sum(len(tasks[t].test) for t in (*TASKS, CONTROL))
-    assert dict(counts) == {name: probes + tests for name in three}
+    assert dict(counts) == {m.family: probes + tests for m in three.values()}
 
 
 @pytest.mark.parametrize("method, params", [("ties", {"keep": 0.5}), ("iso_c", {})])

@@ -232,8 +232,8 @@ def test_paper_image_runs_end_to_end_on_fake_layouts_and_writes_the_paper_table(
     report = (out / "report.md").read_text()
     summary = json.loads((out / "report.json").read_text())
     assert report.startswith("# platonic grid --benchmark paper-image")
-    assert "| method | task A | task B | CIFAR-100 | ImageNet | control mean | cells |" in report
-    assert "| method | removed task | CIFAR-100 | ImageNet | control mean | cells |" in report
+    assert "| method | task A | task B | CIFAR-100 | ImageNet | control mean | share of labelled reference | cells |" in report
+    assert "| method | removed task | CIFAR-100 | ImageNet | control mean | share of labelled reference | cells |" in report
     for kind in ("addition", "negation"):
         entry = summary[kind]
         assert entry["cells"] == 2 and set(entry["zero_shot"]["controls"]) == {"CIFAR-100", "ImageNet"}

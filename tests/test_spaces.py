@@ -15,7 +15,7 @@ from platonic_sdk.evaluate.methods import evaluate_cell, method
 from platonic_sdk.evaluate.settings import CellSettings, ExperimentConfig
 from platonic_sdk.io import save_tensors
 from platonic_sdk.linalg import confidence_labels, probability_change, pseudo_labels, ridge_solver, space_descriptor
-from platonic_sdk.spaces import SPACES
+from platonic_sdk.spaces import DEFAULT_SPACE, SPACES
 from platonic_sdk.worlds.image import ImageWorld
 
 from grid_zoo import build_workspace, moved
@@ -178,7 +178,7 @@ def test_prediction_space_descriptors_transfer_and_refuse_mixed_banks(tiny, tmp_
     target = ps.from_config("siglip", seed=2)
     bank = ps.OperatorBank(target, ridge_a=0.1, ridge_b=0.5)
     state = bank.add_grid(grid)
-    aff, pl = UTD.compute(pre, ft, grid), UTD.compute(pre, ft, grid, space="pseudo_label")
+    aff, pl = UTD.compute(pre, ft, grid, space="affinity"), UTD.compute(pre, ft, grid, space="pseudo_label")
     solve = ridge_solver(state.solve_rows, state.landmarks, 0.1, 0.5)
     torch.testing.assert_close(bank.operator(pl), solve(pl.matrix), atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(bank.operator(0.5 * pl), 0.5 * solve(pl.matrix), atol=1e-5, rtol=1e-4)
@@ -207,13 +207,13 @@ def ws():
 
 
 def test_workspace_caches_descriptors_per_space(ws):
-    aff, pl = ws.descriptor("clip", "amber_shapes"), ws.descriptor("clip", "amber_shapes", "pseudo_label")
-    assert aff.space == "affinity" and pl.space == "pseudo_label"
+    aff, pl = ws.descriptor("clip", "amber_shapes", "affinity"), ws.descriptor("clip", "amber_shapes", "pseudo_label")
+    assert aff.space == "affinity" and pl.space == "pseudo_label" and ws.descriptor("clip", "amber_shapes").space == DEFAULT_SPACE
     assert ws.descriptor("clip", "amber_shapes", "pseudo_label") is pl
     assert float(pl.matrix.norm()) == pytest.approx(float(aff.matrix.norm()), rel=1e-5)  # norm-matched
     prob = ws.descriptor("clip", "amber_shapes", "probability")
     assert prob.provenance["logit_scale"] == pytest.approx(ws.models["clip"].logit_scale)
-    A_aff, A_pl = ws.operator("siglip", "clip", "amber_shapes"), ws.operator("siglip", "clip", "amber_shapes", space="pseudo_label")
+    A_aff, A_pl = ws.operator("siglip", "clip", "amber_shapes", space="affinity"), ws.operator("siglip", "clip", "amber_shapes", space="pseudo_label")
     assert not torch.allclose(A_aff, A_pl)
     torch.testing.assert_close(A_pl, ws.solve_operator("siglip", pl))
 
@@ -221,9 +221,9 @@ def test_workspace_caches_descriptors_per_space(ws):
 def test_a_stored_descriptor_is_used_only_in_its_own_space(ws):
     from platonic_sdk.evaluate.workspace import Workspace
 
-    stored = {**ws.finetuned, ("clip", "amber_shapes"): ws.descriptor("clip", "amber_shapes")}
+    stored = {**ws.finetuned, ("clip", "amber_shapes"): ws.descriptor("clip", "amber_shapes", "affinity")}
     other = Workspace(ws.models, ws.tasks, stored, ws.controls, per_class=ws.per_class, ridge_b=ws.ridge_b, batch_size=ws.batch_size)
-    assert other.descriptor("clip", "amber_shapes") is stored[("clip", "amber_shapes")]
+    assert other.descriptor("clip", "amber_shapes", "affinity") is stored[("clip", "amber_shapes")]
     with pytest.raises(PlatonicError, match="stored affinity descriptor.*pseudo_label space"):
         other.descriptor("clip", "amber_shapes", "pseudo_label")
 
@@ -233,18 +233,18 @@ def test_cell_methods_follow_the_settings_space(ws):
     names = ["closed_form", "random_utd", "label_reference", *(f"closed_form_{s}" for s in SPACES)]
     for cell in cells:
         plain = evaluate_cell(ws, cell, CellSettings(), names)["results"]
-        assert plain["closed_form"] == plain["closed_form_affinity"]
-        for space in SPACES[1:]:
+        assert plain["closed_form"] == plain[f"closed_form_{DEFAULT_SPACE}"]
+        for space in (s for s in SPACES if s != DEFAULT_SPACE):
             moved_ = evaluate_cell(ws, cell, CellSettings(space=space), names)["results"]
             assert moved_["closed_form"] == plain[f"closed_form_{space}"] == moved_[f"closed_form_{space}"]
-            assert moved_["closed_form_affinity"] == plain["closed_form"]
+            assert moved_[f"closed_form_{DEFAULT_SPACE}"] == plain["closed_form"]
         assert evaluate_cell(ws, cell, CellSettings(space="pseudo_label"), names)["settings"]["space"] == "pseudo_label"
 
 
 def test_settings_check_the_space():
     with pytest.raises(PlatonicError, match="unknown descriptor space 'logits'"):
         CellSettings(space="logits")
-    assert CellSettings().space == "affinity" and CellSettings().as_dict()["space"] == "affinity"
+    assert CellSettings().space == DEFAULT_SPACE == "blend" and CellSettings().as_dict()["space"] == "blend"
     ExperimentConfig(methods=("closed_form_probability", "closed_form_confidence", "alignment", "alignment_lstsq"))
     assert method("closed_form_pseudo_label").label == "closed form, pseudo-label descriptors"
 

@@ -116,12 +116,12 @@ def test_similarity_against_descriptors_computed_from_scratch(ws, monkeypatch, c
     result = similarity(ws, fams, TASKS[:2])
     assert np.allclose(result.matrix, result.matrix.T) and np.allclose(np.diag(result.matrix), 1)
     union = Grid.union([ws.grid(t) for t in TASKS[:2]])
-    fresh = {(f, t): UTD.compute(ws.models[f], ws.finetuned[(f, t)], union) for t in TASKS[:2] for f in fams}
+    fresh = {(f, t): UTD.compute(ws.models[f], ws.finetuned[(f, t)], union, space="affinity") for t in TASKS[:2] for f in fams}
     for (i, a), (j, b) in itertools.combinations(enumerate(result.labels), 2):
         assert result.matrix[i, j] == pytest.approx(fresh[a].cosine(fresh[b]), abs=1e-5)
     own = [
-        UTD.compute(ws.models["clip"], ws.finetuned[("clip", t)], ws.grid(t)).cosine(
-            UTD.compute(ws.models["siglip"], ws.finetuned[("siglip", t)], ws.grid(t)))
+        UTD.compute(ws.models["clip"], ws.finetuned[("clip", t)], ws.grid(t), space="affinity").cosine(
+            UTD.compute(ws.models["siglip"], ws.finetuned[("siglip", t)], ws.grid(t), space="affinity"))
         for t in TASKS[:2]
     ]
     assert result.same_task_cross_model == pytest.approx(np.mean(own), abs=1e-5)
@@ -139,7 +139,7 @@ def test_similarity_against_descriptors_computed_from_scratch(ws, monkeypatch, c
     cos = lambda a, b: float((a * b).sum() / (a.norm() * b.norm()))  # noqa: E731
     centred_own = []
     for t in TASKS[:2]:
-        a, b = (UTD.compute(ws.models[f], ws.finetuned[(f, t)], ws.grid(t)).matrix for f in fams)
+        a, b = (UTD.compute(ws.models[f], ws.finetuned[(f, t)], ws.grid(t), space="affinity").matrix for f in fams)
         centred_own.append(cos(a - a.mean(1, keepdim=True), b - b.mean(1, keepdim=True)))
     assert result.centred_same_task_cross_model == pytest.approx(np.mean(centred_own), abs=1e-5)
     centred_model = [cos(block_centred(fresh[(f, TASKS[0])]), block_centred(fresh[(f, TASKS[1])])) for f in fams]
@@ -151,7 +151,7 @@ def test_similarity_against_descriptors_computed_from_scratch(ws, monkeypatch, c
     capped = similarity(ws, fams, TASKS[:2], union_probes=k, progress=True)
     assert capsys.readouterr().err.splitlines()[-1].startswith("similarity: union-grid descriptors: 4/4 in ")  # its closing line
     heads = [Grid(g.task, g.probe_ids[:k], g.prompts, g.items[:k]) for g in (ws.grid(t) for t in TASKS[:2])]
-    small = {(f, t): UTD.compute(ws.models[f], ws.finetuned[(f, t)], Grid.union(heads)) for t in TASKS[:2] for f in fams}
+    small = {(f, t): UTD.compute(ws.models[f], ws.finetuned[(f, t)], Grid.union(heads), space="affinity") for t in TASKS[:2] for f in fams}
     for (i, a), (j, b) in itertools.combinations(enumerate(capped.labels), 2):
         assert capped.matrix[i, j] == pytest.approx(small[a].cosine(small[b]), abs=1e-5)
 

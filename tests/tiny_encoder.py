@@ -55,6 +55,11 @@ class TinyEncoder(DualEncoder):
         self._dim = dim
 
     @property
+    def logit_scale(self) -> float:
+        """A CLIP-like temperature (the prediction-space descriptors read it)."""
+        return 100.0
+
+    @property
     def embed_dim(self) -> int:
         return self._dim
 

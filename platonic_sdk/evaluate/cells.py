@@ -15,6 +15,7 @@ import attrs
 from torch import Tensor
 
 from ..errors import PlatonicError
+from ..spaces import DEFAULT_SPACE
 from .settings import GROUPS, CellSettings
 from .workspace import Workspace
 
@@ -115,7 +116,7 @@ def eval_names(ws: Workspace, cell: Cell) -> list[str]:
 
 
 def solve_options(ws: Workspace, kind: str, task: str, centre: Sequence[str], anchor: Sequence[str],
-                  space: str = "affinity") -> dict[str, Any]:
+                  space: str = DEFAULT_SPACE) -> dict[str, Any]:
     """Workspace.operator's `centre`, `anchors` and `space` for the term on `task` of an edit of `kind`, given the
     kinds that centre and anchor and the descriptor space. A term anchors the transfer tasks that read other attributes than its
     own (Workspace.anchor_tasks([task])), the other terms' tasks among them: each term's operator leaves

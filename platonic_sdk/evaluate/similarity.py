@@ -99,7 +99,7 @@ def similarity(
     pairs = list(itertools.combinations(range(len(labels)), 2))
     same_task = [(i, j) for i, j in pairs if labels[i][1] == labels[j][1]]
     same_model = [(i, j) for i, j in pairs if labels[i][0] == labels[j][0]]
-    own = [ws.descriptor(*label) for label in labels]
+    own = [ws.descriptor(*label, "affinity") for label in labels]  # the paper's claim is about its UTD
     mean = lambda v: float(np.mean(v)) if v else float("nan")  # noqa: E731
     return SimilarityResult(
         labels, matrix,

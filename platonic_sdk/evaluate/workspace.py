@@ -27,7 +27,7 @@ from ..finetune.weightspace import TaskVector
 from ..linalg import unit_rows
 from ..protocol import DualEncoder
 from ..ridge import RIDGE_A, RIDGE_B
-from ..spaces import SCALED_SPACES
+from ..spaces import DEFAULT_SPACE, SCALED_SPACES
 from ..tasks import Grid, Task
 from ..transfer.closed_form import GridState, OperatorBank
 from ..worlds import zoo
@@ -228,7 +228,7 @@ class Workspace:
             self._ft_rows[key] = encode_items(ft, items if key == full else items.part(0, limit), self.batch_size, self.progress)
         return self._ft_rows[key]
 
-    def descriptor(self, family: str, task: str, space: str = "affinity") -> UTD:
+    def descriptor(self, family: str, task: str, space: str = DEFAULT_SPACE) -> UTD:
         """UTD of the family's fine-tune on `task`, on the task's grid (pretrained rows from the bank), in
         `space` (UTD.from_features; the probability and confidence spaces read the family's logit scale)."""
         key = (family, task, space)
@@ -262,7 +262,7 @@ class Workspace:
         return self.bank(target).operator(descriptor, centre, [self.grid_state(target, a).grid for a in anchors])
 
     def operator(self, target: str, source: str, task: str, centre: bool = False, anchors: Sequence[str] = (),
-                 space: str = "affinity") -> Tensor:
+                 space: str = DEFAULT_SPACE) -> Tensor:
         """Operator on `target` of `source`'s descriptor of `task` in `space` (cached; `centre`, `anchors`: solve_operator)."""
         key = (target, source, task, bool(centre), tuple(anchors), space)
         if key not in self._operators:
@@ -270,7 +270,7 @@ class Workspace:
         return self._operators[key]
 
     def random_operator(self, target: str, source: str, task: str, seed: int, centre: bool = False, anchors: Sequence[str] = (),
-                        space: str = "affinity") -> Tensor:
+                        space: str = DEFAULT_SPACE) -> Tensor:
         """Random-UTD baseline: operator of a Gaussian descriptor with the norm of the source's descriptor in `space`
         (`centre`: the Gaussian descriptor is row-centred as the transferred one is; `anchors`: as its solve)."""
         return self.solve_operator(target, self.descriptor(source, task, space).random_like(seed), centre, anchors)

@@ -76,7 +76,8 @@ class FineTuned:
         return self.task_vector.metadata
 
     def utd(self, grid: Grid, batch_size: int = 64, **provenance: Any) -> UTD:
-        """UTD[i, j] = <f_ft(x_i), g_j> - <f_pre(x_i), g_j> on `grid` (landmarks from the frozen text tower)."""
+        """This fine-tune's descriptor on `grid` (`UTD.compute` of the pretrained and the fine-tuned model; `space=` as
+        there; in the affinity space UTD[i, j] = <f_ft(x_i), g_j> - <f_pre(x_i), g_j>, landmarks from the frozen text tower)."""
         prov = {"source": "finetune", "mode": self.metadata.get("mode"), "finetune_task": self.metadata.get("task")}
         return UTD.compute(self.pre, self.encoder, grid, batch_size, **prov, **provenance)
 
