@@ -106,3 +106,13 @@ def _png() -> bytes:
 
     raw = b"".join(b"\x00" + bytes([200, 30, 30] * 2) for _ in range(2))
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+def test_the_runner_loads_peft_only_when_a_lora_fit_or_adapter_file_needs_it():
+    """A rerun of a finished run imports the runner, its methods and the edits, and none of them imports peft."""
+    (r,) = probe("""
+        import platonic_sdk.evaluate.experiment, platonic_sdk.evaluate.methods, platonic_sdk.edits.lora_edit
+        import platonic_sdk.transfer.lora, platonic_sdk.finetune
+        report("runner")
+    """)
+    assert "torch" in r["libraries"] and "peft" not in r["libraries"], r

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import numbers
 import os
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from peft import PeftModel
 from torch import Tensor
 
 from ..binding import Target
@@ -18,7 +17,11 @@ from ..errors import CheckpointError, PlatonicError, ShapeError, check_finite, c
 from ..protocol import DualEncoder
 from ..stack import Update
 from .edit import Edit
-from .peft_files import Adapter, adapter_of, read_adapter, write_adapter
+
+if TYPE_CHECKING:  # peft_files imports peft (seconds): loaded when an adapter folder is read or written
+    from peft import PeftModel
+
+    from .peft_files import Adapter
 
 
 class LoraEdit(Edit):
@@ -115,6 +118,8 @@ class LoraEdit(Edit):
         on (recorded by `fit_lora`). For open_clip families, whose native attention is a fused in_proj, the
         portable form is the edited checkpoint instead (the SDK splits q/k/v to adapt them).
         """
+        from .peft_files import Adapter, write_adapter
+
         if encoder is not None:
             self._weights(encoder)  # the factors fit this encoder
             prefix, family, checkpoint = media_prefix(encoder), encoder.family, encoder.checkpoint
@@ -139,6 +144,10 @@ class LoraEdit(Edit):
         from), or one that adapts modules outside the media tower or absent from it, or of other shapes.
         `encoder` may be left out for folders that `save_pretrained` wrote (they record the tower's path).
         """
+        from peft import PeftModel
+
+        from .peft_files import adapter_of, read_adapter
+
         adapter = adapter_of(source) if isinstance(source, PeftModel) else read_adapter(source)
         where = type(source).__name__ if isinstance(source, PeftModel) else str(source)
         record = adapter.record

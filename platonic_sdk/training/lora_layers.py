@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from peft import LoraConfig
-from peft.tuners.lora import LoraModel
 from torch import nn
 
 from ..errors import PlatonicError
+
+if TYPE_CHECKING:
+    from peft.tuners.lora import LoraModel
 
 ADAPTER = "default"
 
@@ -23,6 +24,9 @@ def inject_lora(tower: nn.Module, targets: Sequence[str], rank: int, lora_alpha:
         raise PlatonicError(f"LoRA needs rank >= 1 and lora_alpha > 0, got rank={rank}, lora_alpha={lora_alpha}")
     if not targets:
         raise PlatonicError("the encoder names no LoRA target modules (lora_targets is empty)")
+    from peft import LoraConfig
+    from peft.tuners.lora import LoraModel
+
     config = LoraConfig(r=int(rank), lora_alpha=float(lora_alpha), target_modules=list(targets), lora_dropout=0.0, bias="none")
     tower.requires_grad_(False)
     try:

@@ -13,7 +13,6 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import attrs
 import torch
-from peft.tuners.lora import LoraLayer
 from torch import Tensor, nn
 
 from ..errors import PlatonicError, check_strength
@@ -76,6 +75,8 @@ def dense_updates(module: nn.Module, reference: Mapping[str, Tensor]) -> Iterato
 
 def lora_updates(module: nn.Module) -> Iterator[Update]:
     """(layer name, (lora_alpha / r) B A) for each active adapter of each peft LoRA layer in `module`."""
+    from peft.tuners.lora import LoraLayer
+
     for name, layer in module.named_modules():
         if isinstance(layer, LoraLayer):
             for adapter in layer.active_adapters:

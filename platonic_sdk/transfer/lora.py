@@ -19,7 +19,6 @@ from typing import Any, Mapping, Sequence
 
 import attrs
 import torch
-from peft.tuners.lora import LoraLayer
 from torch import Tensor, nn
 
 from ..accel import Prepared, autocast, autocasts, batch_nbytes, batch_rows, cat_batches, map_tensors
@@ -198,6 +197,8 @@ def fit_lora(
 
 def _factors(tower: nn.Module) -> dict[str, tuple[Tensor, Tensor]]:
     """(A, B) of every peft LoRA layer in `tower`, by module name (only plain linear layers are supported)."""
+    from peft.tuners.lora import LoraLayer
+
     out = {}
     for name, layer in tower.named_modules():
         if isinstance(layer, LoraLayer):
