@@ -13,8 +13,8 @@ from platonic_sdk.finetune.weightspace import named_tensors
 
 
 def _model(seed: int, **vision):
-    torch.manual_seed(seed)
-    return ps.from_config("clip", {"vision_config": vision} if vision else None).model
+    """A tiny CLIP whose weights depend on `seed` (from_config seeds its own initialisation)."""
+    return ps.from_config("clip", {"vision_config": vision} if vision else None, seed=seed).model
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +59,27 @@ def test_apply_and_exact_undo(models):
         handle.undo()
     with tau.apply_to(pre_model, strength=1.0):
         assert all(torch.allclose(named_tensors(pre_model)[k], a[k], atol=1e-6) for k in pre)
+    assert all(torch.equal(named_tensors(pre_model)[k], v) for k, v in pre.items())
+
+
+def test_an_identical_task_vector_twice_is_refused_unless_allowed(models):
+    """The same content (the same object, or a copy of it) at any strength is refused, changing nothing;
+    allow_twice=True adds it again, and another vector of the same shapes is not refused."""
+    pre_model, a_model, b_model = models
+    pre = _sd(pre_model)
+    tau = TaskVector.from_models(pre_model, a_model)
+    assert tau.norm() > 0 and TaskVector.from_models(pre_model, b_model).identity != tau.identity  # two real tasks
+    with tau.apply_to(pre_model, strength=0.5):
+        during = _sd(pre_model)
+        for twin in (tau, TaskVector({k: v.clone() for k, v in tau.deltas.items()})):
+            with pytest.raises(PlatonicError, match="identical task vector.*strength 0.5.*allow_twice"):
+                twin.apply_to(pre_model, strength=1.0)
+            assert all(torch.equal(named_tensors(pre_model)[k], v) for k, v in during.items())
+        with tau.apply_to(pre_model, strength=0.5, allow_twice=True):  # on purpose: theta + tau, by hand
+            now = named_tensors(pre_model)
+            assert all(torch.allclose(now[k], pre[k] + (_sd(a_model)[k] - pre[k]), atol=1e-6) for k in pre)
+        with TaskVector.from_models(pre_model, b_model).apply_to(pre_model):  # another task: no refusal
+            pass
     assert all(torch.equal(named_tensors(pre_model)[k], v) for k, v in pre.items())
 
 

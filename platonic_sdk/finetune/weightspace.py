@@ -158,14 +158,18 @@ class TaskVector:
         denom = self.norm() * other.norm()
         return dot / denom if denom > 0 else 0.0
 
-    def apply_to(self, model: nn.Module, strength: float = 1.0, allow_other_target: bool = False) -> "AppliedTaskVector":
+    def apply_to(self, model: nn.Module, strength: float = 1.0, allow_other_target: bool = False,
+                 allow_twice: bool = False) -> "AppliedTaskVector":
         """theta <- theta + strength * tau in place (summed in float64), on the model's edit stack.
 
         Returns a handle whose undo() takes tau out again, in any order with the model's other edits.
         Refused (nothing changed): other tensor names or shapes, weights other than `target` (unless
-        `allow_other_target`), and a result with NaN or inf.
+        `allow_other_target`), an identical task vector already applied to the model (at any strength;
+        unless `allow_twice`), and a result with NaN or inf.
         """
         c = check_strength(strength, "task-vector strength")
+        if not allow_twice:
+            self._refuse_twice(model)
         live = named_tensors(model)
         missing = [n for n in self.deltas if n not in live]
         if missing:
@@ -186,6 +190,18 @@ class TaskVector:
         handle = AppliedTaskVector(self, c)
         handle.stack = stack.push(handle, sites, update, label, model)
         return handle
+
+    def _refuse_twice(self, model: nn.Module) -> None:
+        """Raise when an identical task vector is applied to `model` (tensors are hashed only when one of the
+        same names and shapes is)."""
+        shapes = {n: tuple(d.shape) for n, d in self.deltas.items()}
+        others = [h for h in stack.applied(model) if isinstance(h, AppliedTaskVector)
+                  and {n: tuple(d.shape) for n, d in h.vector.deltas.items()} == shapes]
+        same = [h for h in others if h.vector is self or h.vector.identity == self.identity]
+        if same:
+            raise PlatonicError(f"an identical task vector ({len(self.deltas)} tensors, applied at strength {same[0].strength:g}) is "
+                                "already applied to this model; applying it again would add it twice (allow_twice=True applies it "
+                                "again; undo the other one to replace it)")
 
     def fold_into(self, model: nn.Module, strength: float = 1.0, allow_other_target: bool = False) -> None:
         """theta <- theta + strength * tau for good: the result is a new model, whose base is these weights.
