@@ -104,7 +104,10 @@ def figures(records: list[dict[str, Any]], held_out: dict[str, Any] | None, meth
         for c in r.get("controls", ()):
             controls[r["kind"]][c].append(zs[c] - res[c])
         for t in r["tasks"]:
-            (gains[t] if r["kind"] == "addition" else removed).append(res[t] - zs[t] if r["kind"] == "addition" else zs[t] - res[t])
+            if r["kind"] == "addition":
+                gains[t].append(res[t] - zs[t])
+            else:
+                removed.append(zs[t] - res[t])
     out = {"gain": {t: float(np.mean(v)) for t, v in gains.items()}, "removal": float(np.mean(removed)) if removed else None,
            "addition_control_drop": {c: float(np.mean(v)) for c, v in controls["addition"].items()},
            "negation_control_drop": {c: float(np.mean(v)) for c, v in controls["negation"].items()}}

@@ -255,9 +255,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 
 def cmd_utd(args: argparse.Namespace) -> int:
-    from .descriptor import UTD
-
     from .data.specs import spec_record
+    from .descriptor import UTD
 
     task = _the_task(args)
     pre = load_model(args.family, args.checkpoint, args)
@@ -319,23 +318,25 @@ def _descriptors(paths: Sequence[str]):
     return {name: UTD.load(p) for name, p in names.items()}
 
 
-def _ridge_line(target, args: argparse.Namespace):
-    """The ridge of the rule (ridge.ridge_rule) for `target` and the command's --ridge-a / --ridge-b, said in one line."""
-    from .ridge import ridge_rule
+def _say_ridge(ridge_a: float, ridge_b: float, why: str) -> None:
+    """The ridge a command solves with, and why, in one line."""
+    print(f"ridge {ridge_a:g} / {ridge_b:g} (ridge_a / ridge_b): {why}")
 
-    ridge = ridge_rule(target.checkpoint, args.ridge_a, args.ridge_b)
-    print(f"ridge {ridge.ridge_a:g} / {ridge.ridge_b:g} (ridge_a / ridge_b): {ridge.why}")
-    return ridge
+
+def _bank_of(target, args: argparse.Namespace):
+    """The target's OperatorBank with the command's --ridge-a / --ridge-b (else the rule's), its ridge said."""
+    from .transfer import OperatorBank
+
+    bank = OperatorBank(target, args.ridge_a, args.ridge_b, args.batch_size)
+    _say_ridge(bank.ridge_a, bank.ridge_b, bank.ridge_why)
+    return bank
 
 
 def cmd_bank(args: argparse.Namespace) -> int:
-    from .transfer import OperatorBank
-
     descriptors = _descriptors(args.descriptor)
     tasks = resolve_tasks(args.task or [], args)
     target = load_model(args.family, args.checkpoint, args)
-    _ridge_line(target, args)
-    bank = OperatorBank(target, args.ridge_a, args.ridge_b, args.batch_size)
+    bank = _bank_of(target, args)
     for label, utd in descriptors.items():
         bank.add_grid(descriptor_grid(label, utd, tasks, args))
     saved = bank.save(args.output, descriptors)
@@ -389,8 +390,7 @@ def _bank_edit(terms: list[tuple[str, float]], args: argparse.Namespace):
     saved = OperatorBank.load(args.bank)
     if args.family and args.family != saved.target_family:
         raise PlatonicError(f"bank {args.bank} was built for {saved.target_family!r}, not {args.family!r}")
-    print(f"ridge {saved.ridge_a:g} / {saved.ridge_b:g} (ridge_a / ridge_b): recorded in the bank, "
-          f"{saved.ridge_why or 'which predates the record of why'}")
+    _say_ridge(saved.ridge_a, saved.ridge_b, f"recorded in the bank, {saved.ridge_why or 'which predates the record of why'}")
     labels = {entry_name(label): label for label in saved.operators}  # a term may name an entry or its descriptor file
     terms = [(n if n in saved.operators else labels.get(entry_name(n), n), c) for n, c in terms]
     return saved.edit(terms, args.strength), saved.target_family
@@ -405,17 +405,17 @@ def _fitted_edit(terms: list[tuple[str, float]], target, args: argparse.Namespac
     grids = {label: descriptor_grid(label, utd, tasks, args) for label, utd in descriptors.items()}
     composition = sum((c * descriptors[n] for n, c in terms), Composition(()))
     if args.route == "lora":
+        from .ridge import ridge_rule
         from .transfer.lora import LoraRouteConfig, fit_lora
 
+        ridge = ridge_rule(target.checkpoint, args.ridge_a, args.ridge_b)
+        _say_ridge(*ridge)
         chosen = {k: v for k, v in (("rank", args.lora_rank), ("lr", args.lora_lr), ("epochs", args.lora_epochs),
                                     ("max_steps", args.lora_steps)) if v is not None}
-        config = LoraRouteConfig(**chosen, ridge_b=_ridge_line(target, args).ridge_b, seed=args.seed)
+        config = LoraRouteConfig(**chosen, ridge_b=ridge.ridge_b, seed=args.seed)
         print(f"fitting the LoRA route on {target.family}: {json.dumps(config.describe())}")
         return fit_lora(target, composition, list(grids.values()), config, progress=not args.quiet).scaled(args.strength)
-    from .transfer import OperatorBank
-
-    _ridge_line(target, args)
-    bank = OperatorBank(target, args.ridge_a, args.ridge_b, args.batch_size)
+    bank = _bank_of(target, args)
     for grid in grids.values():
         bank.add_grid(grid)
     return bank.edit(composition, args.strength)
@@ -429,8 +429,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     model = load_model(args.family, args.checkpoint, args)
     edit = Edit.load(args.edit) if args.edit else None
     if edit is not None:  # refused (another site, another model) before anything is encoded
-        with edit.applied_to(model, args.allow_other_target):
-            pass
+        edit.check(model, args.allow_other_target)
     rows = {}
     for name, task in tasks.items():
         rows[name] = {"zero_shot": accuracy(model, task, batch_size=args.batch_size)}
@@ -569,7 +568,7 @@ def _grid(args: argparse.Namespace, folder) -> int:
 def _dry_run(args: argparse.Namespace) -> int:
     """Check every dataset and model, print the cells, the items each model encodes and what the feature cache
     already holds; write nothing (no run folder, no fine-tunes, no cache entries)."""
-    from .evaluate.experiment import _cells_of, _passes
+    from .evaluate.experiment import method_passes, selected_cells
     from .feature_store import active_store
 
     ws, config, describe, title = _experiment(args, dry=True)
@@ -579,9 +578,9 @@ def _dry_run(args: argparse.Namespace) -> int:
             print(f"{key}: {describe[key]}")
     print(f"ridge {ws.ridge_a:g} / {ws.ridge_b:g}; grids: {ws.per_class} probes per class, seed {ws.grid_seed}")
     for selection in config.cells:
-        cells = _cells_of(ws, selection, config.pairing)
+        cells = selected_cells(ws, selection, config.pairing)
         print(f"cells: {len(cells)} {selection.kind} ({selection.group})")
-    print(f"records (cells x method passes): {len(_passes(ws, config))}; methods: {', '.join(config.methods)}")
+    print(f"records (cells x method passes): {len(method_passes(ws, config))}; methods: {', '.join(config.methods)}")
     store = active_store()
     print(f"feature cache: {store.root}" if store is not None else "feature cache: off (--no-cache)")
     evaluated = [t for t, task in ws.tasks.items() if len(task.test)]
@@ -589,8 +588,7 @@ def _dry_run(args: argparse.Namespace) -> int:
     for family, model in ws.models.items():
         sets = [(f"{t} test", ws.tasks[t].test.items) for t in evaluated] + [(f"{t} probes", ws.grid(t).items) for t in probed]
         total = sum(len(items) for _, items in sets)
-        cached = [len(items) for _, items in sets if store is not None
-                  and store.path(store.key(store.parts(model, items))).is_file()]
+        cached = [len(items) for _, items in sets if store is not None and store.holds(model, items)]
         sources = [t for t in probed if (family, t) in ws.finetuned]
         ft_rows = sum(len(ws.grid(t).items) for t in sources)
         print(f"{family}: {total} items to encode ({len(evaluated)} test splits, {len(probed)} probe grids), "

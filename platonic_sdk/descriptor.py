@@ -2,7 +2,7 @@
 
 A UTD is a P x M matrix of affinity changes on one task's grid; its shape never depends on the model.
 A Composition is a formal signed sum of UTDs: terms on different grids stay separate terms.
-Descriptors in prediction space (`space`: probability, pseudo_label, confidence; docs/method.md sec. 15)
+Descriptors in other spaces (`space`: probability, pseudo_label, confidence, blend; docs/method.md sec. 15)
 live on the same grids, compose, transfer and save the same way; descriptors of different spaces never mix.
 """
 
@@ -70,9 +70,11 @@ class UTD:
     """UTD[i, j] = <f_ft(x_i), g(p_j)> - <f_pre(x_i), g(p_j)> on grid `grid_id` of task `task`.
 
     `space` says what the matrix measures (linalg.space_descriptor; docs/method.md sec. 15): "affinity"
-    (the paper's UTD above, the default), "probability" (softmax(s <f_ft, g>) - softmax(s <f_pre, g>)),
-    "pseudo_label" ([argmax <f_ft, g> = j] - 1/M) or "confidence" (the pseudo-label row times the
-    fine-tuned model's top probability); the last three scaled to the affinity UTD's Frobenius norm.
+    (the paper's UTD above; a matrix given without a space), "probability" (softmax(s <f_ft, g>) -
+    softmax(s <f_pre, g>)), "pseudo_label" ([argmax <f_ft, g> = j] - 1/M), "confidence" (the pseudo-label
+    row times the fine-tuned model's top probability) or "blend" (the row-centred affinity UTD and the
+    confidence matrix at equal norms, summed; what `compute` gives by default); all but affinity scaled to
+    the affinity UTD's Frobenius norm.
     """
 
     matrix: Tensor = attrs.field(converter=_matrix)
@@ -103,7 +105,7 @@ class UTD:
     def from_features(cls, f_pre: Tensor, f_ft: Tensor, g: Tensor, grid: Grid, space: str = DEFAULT_SPACE,
                       logit_scale: float | None = None, **provenance: Any) -> "UTD":
         """Descriptor in `space` from probe embeddings before/after a change and the grid's landmarks
-        (`logit_scale`: the model's s, needed by the probability and confidence spaces)."""
+        (`logit_scale`: the model's s, needed by the spaces that read it, spaces.SCALED_SPACES)."""
         if f_pre.shape[0] != grid.shape[0] or g.shape[0] != grid.shape[1]:
             raise ShapeError(f"features give {f_pre.shape[0]} x {g.shape[0]}, but the grid is {grid.shape}")
         check_space(space)
@@ -124,7 +126,7 @@ class UTD:
 
         `ft` is a fine-tuned encoder of the same family, or a change of `pre` applied while encoding and
         removed after: an `Edit`, or a peft LoRA adapter trained on `pre` (its folder, or a PeftModel).
-        `logit_scale` overrides `pre.logit_scale` (the probability and confidence spaces read it).
+        `logit_scale` overrides `pre.logit_scale` (the spaces of spaces.SCALED_SPACES read it).
         """
         check_space(space)
         if space in SCALED_SPACES and logit_scale is None:

@@ -134,6 +134,10 @@ class FeatureStore:
     def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.safetensors"
 
+    def holds(self, encoder: DualEncoder, items: Sequence[Any], amp: bool = False) -> bool:
+        """Whether an entry of (encoder, items) is on disk (unread: `get` checks it)."""
+        return self.path(self.key(self.parts(encoder, items, amp))).is_file()
+
     def get(self, parts: Mapping[str, str]) -> tuple[Tensor, Tensor] | None:
         """(S, Z) of the entry with these parts; None when absent, or (with a warning) unreadable or foreign."""
         path = self.path(self.key(parts))

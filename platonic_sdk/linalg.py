@@ -356,8 +356,8 @@ def space_descriptor(space: str, f_pre: Tensor, f_ft: Tensor, g: Tensor, logit_s
     blend         Uc / ||Uc||_F + C / ||C||_F (Uc: U row-centred, C: confidence)  scaled to ||U||_F
 
     U is the affinity UTD of the same change on the same grid, so every space carries as much change as
-    the paper's descriptor and the strengths mean the same. `logit_scale` (s) is needed by probability and
-    confidence only.
+    the paper's descriptor and the strengths mean the same. `logit_scale` (s) is needed by the spaces that
+    read it (spaces.SCALED_SPACES: probability, confidence, blend).
     """
     if space not in SPACES:
         raise ValueError(f"unknown descriptor space {space!r}; the spaces are {', '.join(SPACES)}")

@@ -261,6 +261,18 @@ def applied(module: nn.Module) -> list[Any]:
     return [e.handle for e in sorted(entries, key=lambda e: e.seq)]
 
 
+def identical(module: nn.Module, kind: type, tensors_of: Callable[[Any], Mapping[str, Tensor]],
+              tensors: Mapping[str, Tensor]) -> Any | None:
+    """The first handle of type `kind` applied to `module` whose tensors (`tensors_of(handle)`) equal `tensors`
+    bit for bit, else None; tensors are hashed only when a handle with the same names and shapes is applied."""
+    shapes = lambda named: {k: tuple(v.shape) for k, v in named.items()}  # noqa: E731
+    alike = [h for h in applied(module) if type(h) is kind and shapes(tensors_of(h)) == shapes(tensors)]
+    if not alike:
+        return None
+    mine = fingerprint(tensors)
+    return next((h for h in alike if fingerprint(tensors_of(h)) == mine), None)
+
+
 def forget(module: nn.Module) -> None:
     """Drop every stack over `module`'s tensors: the current weights become the base; those edits count as removed."""
     for stack in _stacks_in(module):

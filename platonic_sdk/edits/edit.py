@@ -83,6 +83,15 @@ class Edit(abc.ABC):
         strength) already applied to the encoder or recorded as folded into its checkpoint; and (unless
         `allow_other_target`) a model other than `self.target`.
         """
+        sites, update = self.check(encoder, allow_other_target, allow_twice)
+        self._stack = stack.push(self, sites, update, repr(self), encoder.model)
+        self._encoder = weakref.ref(encoder)
+        return self
+
+    def check(self, encoder: DualEncoder, allow_other_target: bool = False, allow_twice: bool = False,
+              ) -> tuple[dict[str, Tensor], stack.Update]:
+        """Raise what `apply` refuses before computing new weights (an edit already applied, an identical one, another
+        site or model), changing nothing; else (the tensors it would write, their update)."""
         if self.applied:
             raise PlatonicError("this edit is already applied; remove it first")
         if not allow_twice:
@@ -90,9 +99,7 @@ class Edit(abc.ABC):
         sites, update = self._plan(encoder)
         if self.target is not None:
             self.target.check(Target.of_encoder(encoder, sites), repr(self), allow_other_target)
-        self._stack = stack.push(self, sites, update, repr(self), encoder.model)
-        self._encoder = weakref.ref(encoder)
-        return self
+        return sites, update
 
     def remove(self) -> DualEncoder | None:
         """Take this edit out of its target's stack, wherever it sits; returns the target (None once freed)."""
@@ -104,24 +111,19 @@ class Edit(abc.ABC):
 
     def _refuse_twice(self, encoder: DualEncoder) -> None:
         """Raise when an identical edit is already in `encoder`: folded into its checkpoint, or applied."""
-        mine = self.tensors()
-        shaped = lambda e: type(e) is type(self) and {k: tuple(v.shape) for k, v in e.tensors().items()} == {  # noqa: E731
-            k: tuple(v.shape) for k, v in mine.items()}
-        others = [e for e in stack.applied(encoder.model) if isinstance(e, Edit) and shaped(e)]
-        if not others and not encoder.folded_edits:
-            return  # nothing to compare with (no tensor is hashed)
-        identity = self.identity
-        folded = [r for r in encoder.folded_edits if r.get("identity") == identity] if encoder.folded_edits else []
-        if folded:
+        if encoder.folded_edits:
+            identity = self.identity
+            folded = [r for r in encoder.folded_edits if r.get("identity") == identity]
+            if folded:
+                raise PlatonicError(
+                    f"{encoder.family} checkpoint {encoder.checkpoint!r} already has this edit folded in "
+                    f"({folded[0].get('edit', identity)}, recorded in its platonic.json); it would be applied twice "
+                    "(allow_twice=True applies it again)"
+                )
+        twin = stack.identical(encoder.model, type(self), lambda e: e.tensors(), self.tensors())
+        if twin is not None:
             raise PlatonicError(
-                f"{encoder.family} checkpoint {encoder.checkpoint!r} already has this edit folded in "
-                f"({folded[0].get('edit', identity)}, recorded in its platonic.json); it would be applied twice "
-                "(allow_twice=True applies it again)"
-            )
-        same = [e for e in others if e.identity == identity]
-        if same:
-            raise PlatonicError(
-                f"an identical edit ({same[0]!r}) is already applied to this {encoder.family} model; applying it again "
+                f"an identical edit ({twin!r}) is already applied to this {encoder.family} model; applying it again "
                 "would add it twice (allow_twice=True applies it again; remove the other one to replace it)"
             )
 

@@ -47,7 +47,8 @@ def spread(items: Sequence[Any], count: int | None) -> list[Any]:
     return [items[int(i)] for i in np.linspace(0, len(items) - 1, count).round()] if count > 0 else []
 
 
-def _cells_of(ws: Workspace, selection: CellSelection, pairing: str) -> list[Cell]:
+def selected_cells(ws: Workspace, selection: CellSelection, pairing: str) -> list[Cell]:
+    """The cells of one selection (kind and group), at most its `max_cells`, evenly spread."""
     if selection.kind == "addition":
         cells = addition_cells(ws, groups=(selection.group,), pairing=pairing)
     else:
@@ -55,11 +56,11 @@ def _cells_of(ws: Workspace, selection: CellSelection, pairing: str) -> list[Cel
     return spread(cells, selection.max_cells)
 
 
-def _passes(ws: Workspace, config: ExperimentConfig) -> list[tuple[str, Cell, tuple[str, ...]]]:
+def method_passes(ws: Workspace, config: ExperimentConfig) -> list[tuple[str, Cell, tuple[str, ...]]]:
     """(record key, cell, methods) of every record: uncapped methods on each cell, then each capped one."""
     first, later = [], []
     for selection in config.cells:
-        cells = _cells_of(ws, selection, config.pairing)
+        cells = selected_cells(ws, selection, config.pairing)
         names = selection.methods or config.methods
         first += [(c.key, c, tuple(m for m in names if config.cap(m) is None)) for c in cells]
         for m in (m for m in names if config.cap(m) is not None and selection.kind in method(m).kinds):
@@ -109,7 +110,7 @@ def _run(ws: Workspace, folder: RunFolder | None, config: ExperimentConfig, desc
         timings[stage] = round(timings.get(stage, 0.0) + time.perf_counter() - t0, 2)
         return value
 
-    passes = _passes(ws, config)
+    passes = method_passes(ws, config)
     if not passes:
         raise PlatonicError(
             f"no cells to run: {[(s.kind, s.group) for s in config.cells]} over families {list(ws.families)} and tasks "

@@ -230,7 +230,7 @@ class Workspace:
 
     def descriptor(self, family: str, task: str, space: str = DEFAULT_SPACE) -> UTD:
         """UTD of the family's fine-tune on `task`, on the task's grid (pretrained rows from the bank), in
-        `space` (UTD.from_features; the probability and confidence spaces read the family's logit scale)."""
+        `space` (UTD.from_features; the spaces of spaces.SCALED_SPACES read the family's logit scale)."""
         key = (family, task, space)
         if key not in self._descriptors:
             ft = self._finetune(family, task)

@@ -192,14 +192,10 @@ class TaskVector:
         return handle
 
     def _refuse_twice(self, model: nn.Module) -> None:
-        """Raise when an identical task vector is applied to `model` (tensors are hashed only when one of the
-        same names and shapes is)."""
-        shapes = {n: tuple(d.shape) for n, d in self.deltas.items()}
-        others = [h for h in stack.applied(model) if isinstance(h, AppliedTaskVector)
-                  and {n: tuple(d.shape) for n, d in h.vector.deltas.items()} == shapes]
-        same = [h for h in others if h.vector is self or h.vector.identity == self.identity]
-        if same:
-            raise PlatonicError(f"an identical task vector ({len(self.deltas)} tensors, applied at strength {same[0].strength:g}) is "
+        """Raise when an identical task vector is applied to `model`."""
+        twin = stack.identical(model, AppliedTaskVector, lambda h: h.vector.deltas, self.deltas)
+        if twin is not None:
+            raise PlatonicError(f"an identical task vector ({len(self.deltas)} tensors, applied at strength {twin.strength:g}) is "
                                 "already applied to this model; applying it again would add it twice (allow_twice=True applies it "
                                 "again; undo the other one to replace it)")
 
