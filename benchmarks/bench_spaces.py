@@ -6,9 +6,9 @@ oracle, the labelled reference, Random-UTD and both alignment baselines. Probes 
 
 - `in`: in-sample for the source, its fine-tune saw them: the zoo's fine-tunes, the zoo's world seed 0,
   grid seed = the seed (the real world draws a seeded half of its train pool, so the draws differ);
-- `out`: out of sample, held out of the source's fine-tune: the synthetic worlds' new world seed (new
-  items); the real world, whose images are fixed, fine-tunes every source anew (the zoo's recipe) on
-  the other half of its train pool.
+- `out`: out of sample, held out of the source's fine-tune: the world's replicate `seed`
+  (evaluate/replicates.py: the synthetic worlds' new world seed; the real world's garments resplit by
+  the seed, and every source fine-tuned anew, the zoo's recipe, on the other half of its train pool).
 
 Figures (means over cells, then over seeds): addition gain per transfer task and its share of the
 labelled reference's, the share of the oracle's gain, the control drop per control set, negation
@@ -29,53 +29,26 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import attrs
 import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 REFERENCES = ("zero_shot", "oracle", "label_reference", "random_utd", "alignment", "alignment_lstsq")
-HALF = 15  # the real world's probe half of its 30 train items per class
 
 
-def real_workspace(seed: int, sample: str, progress: bool) -> tuple[Any, list[str], tuple[str, ...]]:
-    """The real world with a seeded half of its train pool as the tasks' train split (where probes are drawn);
-    `out`: each source fine-tuned anew on the other half (the zoo's recipe)."""
-    from platonic_sdk.evaluate.workspace import Workspace
-    from platonic_sdk.finetune import FinetuneConfig, finetune
-    from platonic_sdk.tasks import Split, item_fingerprint
-    from platonic_sdk.worlds import zoo
-    from platonic_sdk.worlds.registry import world_spec
-
-    spec = world_spec("real")
-    half, whole = spec.make(seed=seed, train_per_class=HALF), spec.make(seed=seed)
-    models = zoo.load_models(spec.zoo)
-    names = list(half.transfer_tasks)
-    tasks = {n: half.task(n) for n in dict.fromkeys([*names, half.trio[2], *half.controls])}
-    if sample == "in":
-        finetuned = zoo.load_finetunes(models, names, spec.zoo)
-    else:
-        recipe = FinetuneConfig(**zoo.read_manifest(spec.zoo)["finetune"], seed=seed)
-        finetuned = {}
-        for n in names:
-            probes = {item_fingerprint(x) for x in tasks[n].train.items}
-            full = whole.task(n)
-            keep = [i for i, x in enumerate(full.train.items) if item_fingerprint(x) not in probes]
-            other = attrs.evolve(full, train=Split([full.train.items[i] for i in keep], full.train.labels[keep]))
-            for m, model in models.items():
-                finetuned[(m, n)] = finetune(model, other, recipe, progress=progress).encoder
-    ws = Workspace(models, tasks, finetuned, list(half.controls), ridge_a=spec.ridge_a, ridge_b=spec.ridge_b, progress=progress)
-    return ws, names, half.trio
-
-
-def synthetic_workspace(world: str, seed: int, sample: str, progress: bool) -> tuple[Any, list[str], tuple[str, ...]]:
-    """A synthetic world's zoo: `in` on the zoo's world (seed 0) with grid seed `seed`, `out` on world seed `seed`."""
+def workspace(world: str, seed: int, sample: str, progress: bool) -> tuple[Any, tuple[str, ...]]:
+    """`out`: the world's replicate `seed` (evaluate/replicates.py: probes held out of the sources' fine-tunes); `in`: the
+    zoo's world (seed 0) and fine-tunes with grid seed `seed` (the real world: a seeded half of its train pool as probes)."""
+    from platonic_sdk.evaluate.replicates import REAL_PROBES_PER_CLASS, replicate_workspace
     from platonic_sdk.evaluate.workspace import zoo_workspace
     from platonic_sdk.worlds.registry import world_spec
 
-    world_seed, grid_seed = (0, seed) if sample == "in" else (seed, 0)
-    ws, _ = zoo_workspace(world, seed=world_seed, grid_seed=grid_seed, progress=progress)
-    return ws, list(ws.transfer_tasks), world_spec(world).make(seed=world_seed).trio
+    if sample == "out":
+        ws, _ = replicate_workspace(world, seed, progress=progress)
+        return ws, world_spec(world).make(seed=seed).trio
+    half = {"train_per_class": REAL_PROBES_PER_CLASS} if world == "real" else {}
+    ws, _ = zoo_workspace(world, seed=seed if world == "real" else 0, grid_seed=seed, progress=progress, **half)
+    return ws, world_spec(world).make(seed=0).trio
 
 
 def measure(ws: Any, trio: tuple[str, ...], space: str, seed: int, max_cells: int | None, folder: Path) -> dict[str, Any]:
@@ -178,8 +151,7 @@ def main() -> None:
                 runs = []
                 for seed in map(int, args.seeds.split(",")):
                     started = time.perf_counter()
-                    ws, _, trio = (real_workspace(seed, sample, args.progress) if world == "real"
-                                   else synthetic_workspace(world, seed, sample, args.progress))
+                    ws, trio = workspace(world, seed, sample, args.progress)
                     run: dict[str, Any] = {}
                     for space in args.spaces.split(","):
                         got = measure(ws, trio, space, seed, args.max_cells or None, Path(tmp) / f"{world}-{sample}-{seed}-{space}")

@@ -150,6 +150,10 @@ class RealWorld(SeededWorld):
     seed: int = 0
     train_per_class: int = FASHION_TRAIN
     test_per_class: int = FASHION_TEST
+    # resplit: the seed also redraws which garments are train and which are test (the shipped pool's
+    # sizes per class kept), so that seeds are replicates of the test set too; only the garments, which
+    # pretraining never saw (the clip-art's train items were in its corpus, captioned without their labels)
+    resplit: bool = False
 
     trio: tuple[str, str, str] = ("fashion_inverted", "fashion_tinted", "fashion_inverted_tinted")
     controls: tuple[str, ...] = ("control_food", "control_animals")
@@ -169,11 +173,21 @@ class RealWorld(SeededWorld):
         """(images, labels, splits) of one source (fashion, or a clip-art group with its own labels)."""
         if source == "fashion":
             d = self._data["fashion"]
-            return d.images, d.labels, d.splits
+            return d.images, d.labels, self._resplit(d.labels, d.splits) if self.resplit else d.splits
         d = self._data["clipart"]
         group = list(CLIPART_GROUPS).index(source)
         keep = d.groups == group
         return d.images[keep], d.labels[keep], d.splits[keep]
+
+    def _resplit(self, labels: np.ndarray, splits: np.ndarray) -> np.ndarray:
+        """The split codes redrawn by the seed: per class, as many train items as shipped, drawn from train and test alike."""
+        rng = np.random.default_rng([self.seed, stream_key("fashion/resplit")])
+        out = np.empty_like(splits)
+        for c in np.unique(labels):
+            members = rng.permutation(np.flatnonzero(labels == c))
+            n_train = int((splits[members] == 0).sum())
+            out[members[:n_train]], out[members[n_train:]] = 0, 1
+        return out
 
     def _build(self, name: str) -> Task:
         spec = TASK_SPECS[name]
@@ -200,8 +214,7 @@ class RealWorld(SeededWorld):
         return sorted({spec.template.format(c) for spec in TASK_SPECS.values() for c in spec.classnames})
 
 
-# The world's settings: the image world's ridges as the starting point (see zoo_real/README.md for the
-# figures measured with them) and its LoRA-route recipe.
-RIDGE_A = 1e-1
-RIDGE_B = 5e-1
-register_world(WorldSpec("real", RealWorld, REAL_ZOO_DIR, ridge_a=RIDGE_A, ridge_b=RIDGE_B, lora={"lr": 3e-3, "epochs": 50}))
+# The world's settings, recorded in its zoo's manifest (zoo_real/zoo.json, `settings`): the image world's
+# ridges as the starting point (see zoo_real/README.md for the figures measured with them) and its
+# LoRA-route recipe.
+register_world(WorldSpec("real", RealWorld, REAL_ZOO_DIR))
