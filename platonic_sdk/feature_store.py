@@ -157,10 +157,10 @@ class FeatureStore:
             return None
         return S, Z
 
-    def put(self, parts: Mapping[str, str], S: Tensor, Z: Tensor, **meta: Any) -> Path:
-        """Write the entry (atomically: a reader sees the old entry, none, or the whole new one)."""
+    def put(self, parts: Mapping[str, str], S: Tensor, Z: Tensor, meta: Mapping[str, Any] | None = None) -> Path:
+        """Write the entry (atomically: a reader sees the old entry, none, or the whole new one), `meta` beside its parts."""
         path = self.path(self.key(parts))
-        save_tensors(path, {"S": S, "Z": Z}, KIND, {"parts": dict(parts), **meta})
+        save_tensors(path, {"S": S, "Z": Z}, KIND, {"parts": dict(parts), **(meta or {})})
         return path
 
     def features(
@@ -178,7 +178,7 @@ class FeatureStore:
         S, Z = encode()
         try:
             if write:
-                self.put(parts, S, Z, family=encoder.family, checkpoint=encoder.checkpoint)
+                self.put(parts, S, Z, {"family": encoder.family, "checkpoint": encoder.checkpoint})
         except OSError as exc:
             warnings.warn(f"cannot write the feature cache under {self.root} ({exc}); continuing without it", stacklevel=3)
         return S, Z

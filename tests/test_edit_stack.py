@@ -334,7 +334,7 @@ def test_targets_survive_files(pristine, tmp_path):
     edit.save(tmp_path / "e.safetensors")
     back = Edit.load(tmp_path / "e.safetensors")
     assert back.target == edit.target and back.identity == edit.identity
-    tau = TaskVector.from_models(pristine.media_encoder, _encoder(1).media_encoder, task="t")
+    tau = TaskVector.from_models(pristine.media_encoder, _encoder(1).media_encoder, metadata={"task": "t"})
     tau.save(tmp_path / "tau.safetensors")
     loaded = TaskVector.load(tmp_path / "tau.safetensors")
     assert loaded.target == tau.target and loaded.metadata == {"task": "t"}

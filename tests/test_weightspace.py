@@ -103,7 +103,7 @@ def test_different_architectures_are_refused(models):
 
 
 def test_files_round_trip(models, tmp_path):
-    tau = TaskVector.from_models(models[0], models[1], task="toy", family="clip")
+    tau = TaskVector.from_models(models[0], models[1], metadata={"task": "toy", "family": "clip"})
     tau.save(tmp_path / "tau.safetensors")
     back = TaskVector.load(tmp_path / "tau.safetensors")
     assert back.metadata == {"task": "toy", "family": "clip"}

@@ -7,7 +7,7 @@ its site inputs s and raw embeddings z once makes every later evaluation a produ
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import attrs
 import numpy as np
@@ -42,14 +42,14 @@ class FeatureCache:
     @classmethod
     def build(
         cls, encoder: DualEncoder, items: Sequence[Any] | Split, labels=None, batch_size: int | None = 64, progress: bool = False,
-        cache: FeatureStore | bool = True, **meta: Any,
+        cache: FeatureStore | bool = True, meta: Mapping[str, Any] | None = None,
     ) -> "FeatureCache":
         """Encode `items` (or a Split) once on `encoder`; `cache` (default: the active on-disk store, if any),
-        see `features.site_features`."""
+        see `features.site_features`; `meta` is recorded beside the encoder's family, checkpoint and weights."""
         if isinstance(items, Split):
             items, labels = items.items, items.labels
         S, Z = site_features(encoder, items, batch_size, progress, cache=cache)
-        return cls(S, Z, labels, {"family": encoder.family, "checkpoint": encoder.checkpoint, "model": model_fingerprint(encoder), **meta})
+        return cls(S, Z, labels, {"family": encoder.family, "checkpoint": encoder.checkpoint, "model": model_fingerprint(encoder), **(meta or {})})
 
     def embeddings(self, A: Tensor | None = None, strength: float = 0.0) -> Tensor:
         """Raw embeddings after folding `strength` A (A None: the unedited model)."""

@@ -189,7 +189,7 @@ class Workspace:
         if key not in self._eval:
             test = self._task(task).test
             self._eval[key] = FeatureCache.build(self._model(family), self.inputs(family, task, "test"), test.labels,
-                                                 batch_size=self.batch_size, progress=self.progress, task=task)
+                                                 batch_size=self.batch_size, progress=self.progress, meta={"task": task})
         return self._eval[key]
 
     def landmarks(self, family: str, task: str) -> Tensor:

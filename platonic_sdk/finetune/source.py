@@ -159,5 +159,5 @@ def finetune(encoder: DualEncoder, task: Task, config: FinetuneConfig | None = N
         "steps": steps,
         **config.describe(),
     }
-    vector = TaskVector.from_models(encoder.media_encoder, tower, include=changed, **meta)
+    vector = TaskVector.from_models(encoder.media_encoder, tower, include=changed, metadata=meta)
     return FineTuned(encoder, ft, vector, tuple(losses))

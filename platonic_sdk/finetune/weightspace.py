@@ -77,9 +77,10 @@ class TaskVector:
         pre: Mapping[str, Tensor],
         ft: Mapping[str, Tensor],
         include: Iterable[str] | None = None,
-        **metadata: Any,
+        metadata: Mapping[str, Any] | None = None,
     ) -> "TaskVector":
-        """tau = ft - pre over the floating-point entries (or only the names in `include`)."""
+        """tau = ft - pre over the floating-point entries (or only the names in `include`); `metadata` is kept
+        with it (its "family" names the target it binds to)."""
         pre_f = {k: v for k, v in pre.items() if torch.is_tensor(v) and v.is_floating_point()}
         ft_f = {k: v for k, v in ft.items() if torch.is_tensor(v) and v.is_floating_point()}
         _check_same_layout(pre_f, ft_f, "task vector")
@@ -88,17 +89,19 @@ class TaskVector:
         if missing:
             raise PlatonicError(f"task vector: no floating-point tensor named {missing[:3]}")
         deltas = {n: ft_f[n].detach().to(pre_f[n].device) - pre_f[n].detach() for n in names}
+        metadata = dict(metadata or {})
         return cls(deltas, metadata, Target.of({n: pre_f[n] for n in names}, metadata.get("family")))
 
     @classmethod
     def from_models(
-        cls, pre: nn.Module, ft: nn.Module, include: Iterable[str] | None = None, **metadata: Any
+        cls, pre: nn.Module, ft: nn.Module, include: Iterable[str] | None = None, metadata: Mapping[str, Any] | None = None,
     ) -> "TaskVector":
         """tau between two models of the same architecture (the pre-trained one first)."""
-        return cls.from_state_dicts(named_tensors(pre), named_tensors(ft), include, **metadata)
+        return cls.from_state_dicts(named_tensors(pre), named_tensors(ft), include, metadata)
 
     @classmethod
-    def from_files(cls, pre_path: str | os.PathLike, ft_path: str | os.PathLike, **metadata: Any) -> "TaskVector":
+    def from_files(cls, pre_path: str | os.PathLike, ft_path: str | os.PathLike,
+                   metadata: Mapping[str, Any] | None = None) -> "TaskVector":
         """tau between two plain safetensors state dicts (e.g. two checkpoints of one model)."""
         states = []
         for path in (pre_path, ft_path):
@@ -108,7 +111,7 @@ class TaskVector:
                 states.append(safetensors.torch.load_file(str(path)))
             except Exception as exc:  # safetensors raises several types for foreign files
                 raise CheckpointError(f"{path} is not a readable safetensors file ({exc})") from None
-        return cls.from_state_dicts(states[0], states[1], **metadata)
+        return cls.from_state_dicts(states[0], states[1], metadata=metadata)
 
     # algebra
     def _combine(self, other: "TaskVector", sign: float) -> "TaskVector":
