@@ -61,7 +61,7 @@ def main() -> None:
 
     # 1. descriptors on each task's grid (probes from the train split, prompts from the class names)
     grids = {t: world.task(t).grid(per_class=per_class, seed=0) for t in TASKS}
-    utds = {t: ps.UTD.compute(source, finetuned[t], grids[t], source="clip fine-tune") for t in TASKS}
+    utds = {t: ps.UTD.compute(source, finetuned[t], grids[t], provenance={"source": "clip fine-tune"}) for t in TASKS}
     for t, utd in utds.items():
         utd.save(out / "descriptors" / f"{t}.safetensors")  # shareable: no model needed to read them
 

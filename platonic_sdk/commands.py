@@ -277,7 +277,7 @@ def cmd_utd(args: argparse.Namespace) -> int:
         prov["finetune"] = tuned.metadata
         if args.save_finetune:
             tuned.save(args.save_finetune)
-    utd = UTD.compute(pre, ft, grid, args.batch_size, space=args.space, **prov)
+    utd = UTD.compute(pre, ft, grid, args.batch_size, space=args.space, provenance=prov)
     utd.save(args.output)
     print(f"wrote {args.output}: UTD of {task.name!r} on {args.family} ({utd.space} space), shape {utd.shape}, norm {float(utd.matrix.norm()):.4f}, grid {utd.grid_id}")
     _report_movement(pre, ft, task, args, utd)

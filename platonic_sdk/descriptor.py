@@ -9,7 +9,7 @@ live on the same grids, compose, transfer and save the same way; descriptors of 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import attrs
 import torch
@@ -19,9 +19,10 @@ from .edits.edit import Edit
 from .errors import GridMismatchError, PlatonicError, ShapeError, SpaceMismatchError, check_finite, check_real, check_strength
 from .features import encode_items, landmarks
 from .io import load_tensors, require, save_tensors
-from .linalg import descriptor_cosine, space_descriptor
+from .linalg import descriptor_cosine
 from .protocol import DualEncoder
-from .spaces import DEFAULT_SPACE, SCALED_SPACES, check_space
+from . import spaces
+from .spaces import DEFAULT_SPACE, check_space
 from .tasks import Grid
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def _matrix(value: Tensor) -> Tensor:
     return value
 
 
-# the descriptor spaces (spaces.SPACES), and "labels": the labelled reference (evaluate/label_reference.py),
+# the descriptor spaces (spaces.space_names()), and "labels": the labelled reference (evaluate/label_reference.py),
 # which no model computes
 REFERENCE_SPACES = ("labels",)
 
@@ -69,7 +70,7 @@ def _space(_: Any, __: attrs.Attribute, value: str) -> None:
 class UTD:
     """UTD[i, j] = <f_ft(x_i), g(p_j)> - <f_pre(x_i), g(p_j)> on grid `grid_id` of task `task`.
 
-    `space` says what the matrix measures (linalg.space_descriptor; docs/method.md sec. 15): "affinity"
+    `space` says what the matrix measures (a registered DescriptorSpace, spaces.space; docs/method.md sec. 15): "affinity"
     (the paper's UTD above; a matrix given without a space), "probability" (softmax(s <f_ft, g>) -
     softmax(s <f_pre, g>)), "pseudo_label" ([argmax <f_ft, g> = j] - 1/M), "confidence" (the pseudo-label
     row times the fine-tuned model's top probability) or "blend" (the row-centred affinity UTD and the
@@ -103,33 +104,36 @@ class UTD:
 
     @classmethod
     def from_features(cls, f_pre: Tensor, f_ft: Tensor, g: Tensor, grid: Grid, space: str = DEFAULT_SPACE,
-                      logit_scale: float | None = None, **provenance: Any) -> "UTD":
-        """Descriptor in `space` from probe embeddings before/after a change and the grid's landmarks
-        (`logit_scale`: the model's s, needed by the spaces that read it, spaces.SCALED_SPACES)."""
+                      logit_scale: float | None = None, provenance: Mapping[str, Any] | None = None) -> "UTD":
+        """Descriptor in `space` (spaces.space(space).descriptor) from probe embeddings before/after a change and
+        the grid's landmarks (`logit_scale`: the model's s, needed by the spaces that read it, recorded in the
+        provenance; `provenance`: free metadata kept with the descriptor)."""
         if f_pre.shape[0] != grid.shape[0] or g.shape[0] != grid.shape[1]:
             raise ShapeError(f"features give {f_pre.shape[0]} x {g.shape[0]}, but the grid is {grid.shape}")
-        check_space(space)
-        if space in SCALED_SPACES:
+        kind = spaces.space(space)
+        provenance = dict(provenance or {})
+        if kind.needs_logit_scale:
             if logit_scale is None:
-                raise PlatonicError(f"the {space} space needs the model's logit scale (logit_scale=)")
-            provenance = {**provenance, "logit_scale": float(logit_scale)}
-        return cls(space_descriptor(space, f_pre, f_ft, g, logit_scale), grid.identity, grid.task, provenance, space)
+                raise PlatonicError(f"the {kind.name} space needs the model's logit scale (logit_scale=)")
+            provenance["logit_scale"] = float(logit_scale)
+        return cls(kind.descriptor(f_pre, f_ft, g, logit_scale), grid.identity, grid.task, provenance, kind.name)
 
     @classmethod
     def compute(
         cls, pre: DualEncoder, ft: DualEncoder | Edit | str | os.PathLike | PeftModel, grid: Grid, batch_size: int = 64,
-        space: str = DEFAULT_SPACE, logit_scale: float | None = None, **provenance: Any,
+        space: str = DEFAULT_SPACE, logit_scale: float | None = None, provenance: Mapping[str, Any] | None = None,
     ) -> "UTD":
         """Descriptor of `ft` against `pre` (the text tower of `pre` gives the landmarks) in `space`
         ("blend", the default, chosen in docs/method.md sec. 15; "affinity", the paper's UTD; "probability",
-        "pseudo_label", "confidence": see the class).
+        "pseudo_label", "confidence", or any space registered with spaces.register_space: see the class).
 
         `ft` is a fine-tuned encoder of the same family, or a change of `pre` applied while encoding and
         removed after: an `Edit`, or a peft LoRA adapter trained on `pre` (its folder, or a PeftModel).
-        `logit_scale` overrides `pre.logit_scale` (the spaces of spaces.SCALED_SPACES read it).
+        `logit_scale` overrides `pre.logit_scale` (read by the spaces that need it). `provenance`: free
+        metadata kept with the descriptor, beside the family and checkpoint.
         """
-        check_space(space)
-        if space in SCALED_SPACES and logit_scale is None:
+        kind = spaces.space(space)
+        if kind.needs_logit_scale and logit_scale is None:
             logit_scale = pre.logit_scale  # before any encoding: a family without one fails fast
         if isinstance(ft, DualEncoder) and (pre.family != ft.family or pre.embed_dim != ft.embed_dim):
             raise PlatonicError(f"a UTD compares two states of one model, got {pre.family} and {ft.family}")
@@ -144,8 +148,8 @@ class UTD:
         else:
             with change.applied_to(pre):
                 f_ft = encode_items(pre, grid.items, batch_size)
-        provenance = {"family": pre.family, "checkpoint": pre.checkpoint, **provenance}
-        return cls.from_features(f_pre, f_ft, g, grid, space, logit_scale, **provenance)
+        return cls.from_features(f_pre, f_ft, g, grid, kind.name, logit_scale,
+                                 {"family": pre.family, "checkpoint": pre.checkpoint, **(provenance or {})})
 
     def random_like(self, seed: int = 0) -> "UTD":
         """Random-UTD baseline: Gaussian entries rescaled to this descriptor's Frobenius norm."""
@@ -216,10 +220,10 @@ class Composition:
     terms: tuple[Term, ...]
 
     def __attrs_post_init__(self) -> None:
-        spaces = list(dict.fromkeys(term.utd.space for term in self.terms))
-        if len(spaces) > 1:
+        names = list(dict.fromkeys(term.utd.space for term in self.terms))
+        if len(names) > 1:
             raise SpaceMismatchError(
-                f"cannot compose descriptors of different spaces ({', '.join(spaces)}): their entries measure different "
+                f"cannot compose descriptors of different spaces ({', '.join(names)}): their entries measure different "
                 f"things; compute every term in one space (UTD.compute(..., space=...))"
             )
         grids: dict[str, str] = {}

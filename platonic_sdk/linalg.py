@@ -11,7 +11,6 @@ from torch import Tensor
 
 from .errors import ShapeError, check_finite
 from .ridge import RIDGE_A, RIDGE_B
-from .spaces import SCALED_SPACES, SPACES
 
 __all__ = [
     "utd",
@@ -30,7 +29,7 @@ __all__ = [
     "pseudo_labels",
     "confidence_labels",
     "norm_matched",
-    "space_descriptor",
+    "matched_to_utd",
     "procrustes_map",
     "lstsq_map",
     "ridge_lstsq",
@@ -294,7 +293,7 @@ def first_order_change(S: Tensor, Z: Tensor, A: Tensor, G: Tensor) -> Tensor:
 
 
 # ------------------------------------------------------------------ descriptors in prediction space
-# (docs/method.md sec. 15, an extension; the names in spaces.py). Each takes unit-norm probe rows (P x d)
+# (docs/method.md sec. 15, an extension; the spaces themselves are plug-ins in spaces/). Each takes unit-norm probe rows (P x d)
 # and the grid's class landmarks g (M x d: one per class, the normalised mean of its templates) and
 # returns a P x M matrix.
 
@@ -346,37 +345,11 @@ def norm_matched(matrix: Tensor, reference: Tensor) -> Tensor:
     return (matrix.double() * (reference.double().norm() / norm)).to(matrix.dtype)
 
 
-def space_descriptor(space: str, f_pre: Tensor, f_ft: Tensor, g: Tensor, logit_scale: float | None = None) -> Tensor:
-    """The P x M descriptor of a change f_pre -> f_ft in `space`, scale convention included:
-
-    affinity      U = <f_ft, g> - <f_pre, g>                              (the paper's UTD, natural units)
-    probability   softmax(s <f_ft, g>) - softmax(s <f_pre, g>)            scaled to ||U||_F
-    pseudo_label  [argmax <f_ft, g> = j] - 1/M                            scaled to ||U||_F
-    confidence    max softmax(s <f_ft, g>) * ([argmax <f_ft, g> = j] - 1/M)  scaled to ||U||_F
-    blend         Uc / ||Uc||_F + C / ||C||_F (Uc: U row-centred, C: confidence)  scaled to ||U||_F
-
-    U is the affinity UTD of the same change on the same grid, so every space carries as much change as
-    the paper's descriptor and the strengths mean the same. `logit_scale` (s) is needed by the spaces that
-    read it (spaces.SCALED_SPACES: probability, confidence, blend).
-    """
-    if space not in SPACES:
-        raise ValueError(f"unknown descriptor space {space!r}; the spaces are {', '.join(SPACES)}")
+def matched_to_utd(matrix: Tensor, f_pre: Tensor, f_ft: Tensor, g: Tensor) -> Tensor:
+    """`matrix` scaled to ||U||_F, U = utd(f_pre, f_ft, g) the affinity UTD of the same change on the same
+    grid, in U's dtype: the scale convention of the prediction-space descriptors (docs/method.md sec. 15)."""
     U = utd(f_pre, f_ft, g)
-    if space == "affinity":
-        return U
-    if space in SCALED_SPACES and logit_scale is None:
-        raise ValueError(f"the {space} space needs the model's logit scale")
-    if space == "probability":
-        raw = probability_change(f_pre, f_ft, g, logit_scale)
-    elif space == "pseudo_label":
-        raw = pseudo_labels(f_ft, g)
-    elif space == "confidence":
-        raw = confidence_labels(f_ft, g, logit_scale)
-    else:  # blend: equal parts of what the affinity change and the predictions say
-        unit = torch.ones((), dtype=torch.float64)
-        centred = U.double() - U.double().mean(dim=1, keepdim=True)
-        raw = norm_matched(centred, unit) + norm_matched(confidence_labels(f_ft, g, logit_scale).double(), unit)
-    return norm_matched(raw, U).to(U.dtype)
+    return norm_matched(matrix, U).to(U.dtype)
 
 
 # ------------------------------------------------------------------ the alignment baseline (docs/method.md sec. 16)

@@ -14,8 +14,8 @@ from platonic_sdk.evaluate.cells import addition_cells, negation_cells
 from platonic_sdk.evaluate.methods import evaluate_cell, method
 from platonic_sdk.evaluate.settings import CellSettings, ExperimentConfig
 from platonic_sdk.io import save_tensors
-from platonic_sdk.linalg import confidence_labels, probability_change, pseudo_labels, ridge_solver, space_descriptor
-from platonic_sdk.spaces import DEFAULT_SPACE, SPACES
+from platonic_sdk.linalg import confidence_labels, probability_change, pseudo_labels, ridge_solver
+from platonic_sdk.spaces import DEFAULT_SPACE, SPACES, space_descriptor
 from platonic_sdk.worlds.image import ImageWorld
 
 from grid_zoo import build_workspace, moved
@@ -63,7 +63,7 @@ def test_each_space_on_a_grid_by_hand(space, natural):
     expected = natural if space == "affinity" else natural * (NORM_U / float(natural.norm()))
     torch.testing.assert_close(space_descriptor(space, F_PRE, F_FT, G, S), expected)
     grid = _grid()
-    utd = UTD.from_features(F_PRE.float(), F_FT.float(), G.float(), grid, space=space, logit_scale=S, family="by-hand")
+    utd = UTD.from_features(F_PRE.float(), F_FT.float(), G.float(), grid, space=space, logit_scale=S, provenance={"family": "by-hand"})
     assert utd.space == space and utd.grid_id == grid.identity and utd.provenance["family"] == "by-hand"
     torch.testing.assert_close(utd.matrix, expected.float(), atol=1e-6, rtol=1e-6)
     assert float(utd.matrix.norm()) == pytest.approx(NORM_U, rel=1e-6)
@@ -115,7 +115,7 @@ def test_composition_within_a_space_and_refusal_across():
 
 @pytest.mark.parametrize("space", SPACES)
 def test_save_load_round_trip_keeps_the_space(tmp_path, space):
-    utd = UTD.from_features(F_PRE.float(), F_FT.float(), G.float(), _grid(), space=space, logit_scale=S, task_spec="x")
+    utd = UTD.from_features(F_PRE.float(), F_FT.float(), G.float(), _grid(), space=space, logit_scale=S, provenance={"task_spec": "x"})
     utd.save(tmp_path / "u.safetensors")
     back = UTD.load(tmp_path / "u.safetensors")
     assert back.space == space and back.provenance == utd.provenance and back.grid_id == utd.grid_id

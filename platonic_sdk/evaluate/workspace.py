@@ -27,7 +27,8 @@ from ..finetune.weightspace import TaskVector
 from ..linalg import unit_rows
 from ..protocol import DualEncoder
 from ..ridge import RIDGE_A, RIDGE_B
-from ..spaces import DEFAULT_SPACE, SCALED_SPACES
+from .. import spaces
+from ..spaces import DEFAULT_SPACE
 from ..tasks import Grid, Task
 from ..transfer.closed_form import GridState, OperatorBank
 from ..worlds import zoo
@@ -230,7 +231,7 @@ class Workspace:
 
     def descriptor(self, family: str, task: str, space: str = DEFAULT_SPACE) -> UTD:
         """UTD of the family's fine-tune on `task`, on the task's grid (pretrained rows from the bank), in
-        `space` (UTD.from_features; the spaces of spaces.SCALED_SPACES read the family's logit scale)."""
+        `space` (UTD.from_features; the spaces that need it read the family's logit scale)."""
         key = (family, task, space)
         if key not in self._descriptors:
             ft = self._finetune(family, task)
@@ -244,9 +245,9 @@ class Workspace:
             else:
                 state = self.grid_state(family, task)
                 f_ft = self.finetuned_rows(family, task, task)
-                scale = self._model(family).logit_scale if space in SCALED_SPACES else None
+                scale = self._model(family).logit_scale if spaces.space(space).needs_logit_scale else None
                 self._descriptors[key] = UTD.from_features(unit_rows(state.raw_embeddings), f_ft, state.landmarks, grid, space, scale,
-                                                           family=family)
+                                                           {"family": family})
         return self._descriptors[key]
 
     def anchor_tasks(self, tasks: Sequence[str]) -> tuple[str, ...]:

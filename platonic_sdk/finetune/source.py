@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import os
 import re
-from typing import Any, Callable, Iterator, Literal
+from typing import Any, Callable, Iterator, Literal, Mapping
 
 import attrs
 import torch
@@ -23,6 +23,7 @@ from ..descriptor import UTD
 from ..errors import PlatonicError
 from ..features import landmarks
 from ..protocol import DualEncoder
+from ..spaces import DEFAULT_SPACE
 from ..tasks import Grid, Task
 from ..training.lora_layers import inject_lora
 from ..training.loop import non_negative, positive, seeded, total_steps, train
@@ -75,11 +76,13 @@ class FineTuned:
     def metadata(self) -> dict[str, Any]:
         return self.task_vector.metadata
 
-    def utd(self, grid: Grid, batch_size: int = 64, **provenance: Any) -> UTD:
-        """This fine-tune's descriptor on `grid` (`UTD.compute` of the pretrained and the fine-tuned model; `space=` as
-        there; in the affinity space UTD[i, j] = <f_ft(x_i), g_j> - <f_pre(x_i), g_j>, landmarks from the frozen text tower)."""
-        prov = {"source": "finetune", "mode": self.metadata.get("mode"), "finetune_task": self.metadata.get("task")}
-        return UTD.compute(self.pre, self.encoder, grid, batch_size, **prov, **provenance)
+    def utd(self, grid: Grid, batch_size: int = 64, space: str = DEFAULT_SPACE, logit_scale: float | None = None,
+            provenance: Mapping[str, Any] | None = None) -> UTD:
+        """This fine-tune's descriptor on `grid` (`UTD.compute` of the pretrained and the fine-tuned model, `space`,
+        `logit_scale` and `provenance` as there; in the affinity space UTD[i, j] = <f_ft(x_i), g_j> - <f_pre(x_i), g_j>,
+        landmarks from the frozen text tower). The provenance records the fine-tune's mode and task."""
+        prov = {"source": "finetune", "mode": self.metadata.get("mode"), "finetune_task": self.metadata.get("task"), **(provenance or {})}
+        return UTD.compute(self.pre, self.encoder, grid, batch_size, space, logit_scale, prov)
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the media-tower deltas (safetensors) with the recipe, family and task as JSON metadata."""
