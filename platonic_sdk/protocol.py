@@ -17,10 +17,12 @@ import torch
 from torch import Tensor, nn
 
 from . import stack
-from .errors import CheckpointError, NonFiniteError, NotAffineError, PlatonicError, ShapeError, check_finite
+from .errors import CheckpointError, NonFiniteError, NotAffineError, ShapeError, check_finite
 
 SiteKind = Literal["projection", "residual_head"]
 MARKER = "platonic.json"  # what this SDK writes into every checkpoint folder it saves
+CLIP_LOGIT_SCALE = 1 / 0.07  # CLIP's initial logit scale (its temperature 0.07), learned from there in pretraining
+MAX_LOGIT_SCALE = 100.0  # CLIP's cap on the learned scale
 
 
 def read_marker(folder: str | os.PathLike) -> dict[str, Any]:
@@ -200,11 +202,16 @@ class DualEncoder(abc.ABC):
 
     @property
     def logit_scale(self) -> float:
-        """The scale s of the native model's zero-shot logits s <f, g> (exp of the stored log scale where the
-        model stores it so; media-to-text where it keeps one per direction). Read by the probability and
-        confidence descriptor spaces; families that have one override this."""
-        raise PlatonicError(f"the {self.family} adapter does not expose its model's logit scale; pass logit_scale= "
-                            f"to UTD.compute, or give the adapter a logit_scale property")
+        """The scale s of the zero-shot logits s <f, g>: the softmax temperature over a grid's prompts in the
+        descriptor spaces that read probabilities (spaces whose `needs_logit_scale` is set: the default `blend`
+        among them). Default: exp of the model's scalar `logit_scale` parameter where it has one (CLIP's
+        convention: the log is stored), capped at `MAX_LOGIT_SCALE` as CLIP's training caps it; else CLIP's
+        initial 1/0.07 (`CLIP_LOGIT_SCALE`), the scale a contrastive model starts from. Override it where the
+        model keeps its scale elsewhere (CLAP: one per direction), or was trained at another fixed scale."""
+        stored = getattr(self.model, "logit_scale", None)
+        if isinstance(stored, Tensor) and stored.numel() == 1:
+            return float(stored.detach().float().exp().clamp(max=MAX_LOGIT_SCALE))
+        return CLIP_LOGIT_SCALE
 
     @abc.abstractmethod
     def last_affine(self) -> AffineSite:
