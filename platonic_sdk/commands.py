@@ -437,7 +437,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             with edit.applied_to(model, args.allow_other_target):
                 rows[name]["edited"] = accuracy(model, task, batch_size=args.batch_size)
     if args.json:
-        print(json.dumps(rows, indent=1))
+        from .evaluate.report import rounded
+
+        print(json.dumps(rounded(rows), indent=1))
     else:
         print(f"{'task':<24} {'zero-shot':>10}" + (f" {'edited':>10}" if edit else ""))
         for name, accs in rows.items():

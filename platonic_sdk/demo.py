@@ -4,8 +4,8 @@ the experiment runner (evaluate/experiment.py), with the world's tuned settings.
 The preset: descriptor similarity on the whole grids; every cross-family two-task addition cell and
 negation cell with the cached methods (zero-shot, Random-UTD, Single-A/B, closed form, oracle) and
 the LoRA route on `lora_cells` of each kind; `weight_space_cells` same-model addition cells with
-weight-space task arithmetic; held-out transfer on the world's trio; strength sweep, accumulation and
-the guarantee diagnostic. Writes run.json, cells.jsonl, report.json, report.md and figures/ into --out.
+weight-space task arithmetic; held-out transfer on the world's trio; strength sweep and frontier (the
+closed form in the default space and in the paper's affinity space), accumulation and the guarantee diagnostic. Writes run.json, cells.jsonl, report.json, report.md and figures/ into --out.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ def demo_config(world: str, seed: int = 0, lora_cells: int = 8, weight_space_cel
         cells=cells, settings=CellSettings(lora=lora, seed=seed, **{k: v for k, v in (("centre", centre), ("anchor", anchor)) if v is not None}), methods=(*CACHED, "lora") if lora_cells else CACHED,
         method_cells={"lora": lora_cells}, held_out=tuple(spec.make(seed=seed).trio), similarity_probes=None,
         orthoreg_tasks=orthoreg_tasks, orthoreg_recipe=orthoreg_recipe or {},
+        sweep_methods=("closed_form", "closed_form_affinity"),  # the default and the paper's descriptor on one frontier, from cached features
     )
 
 

@@ -118,9 +118,11 @@ def test_demo_pipeline_end_to_end(tiny_setup, tmp_path) -> None:
                     "## Held-out transfer", "## Per task", "| lora lr | 0.003 |", "| lora ridge_b | 0.5 |"):
         assert heading in text
     # the figures: at least four PNGs, each linked from report.md
-    assert set(on_disk["figures"]) == {"scatter", "sweep", "accumulation", "similarity", "per_task"}
+    assert set(on_disk["figures"]) == {"scatter", "sweep", "frontier", "accumulation", "similarity", "per_task"}
     for rel in on_disk["figures"].values():
         assert (tmp_path / rel).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({rel})" in text
+    for kind in ("addition", "negation"):  # the default and the paper's descriptor on one frontier
+        assert set(on_disk["frontier"][kind]) == {"closed_form", "closed_form_affinity"}
     for kind in ("addition", "negation"):  # the LoRA route against the closed form on its own cells of each kind
         same = on_disk["same_cells"]["lora"][kind]
         assert same["cells"] == 1 and same["lora"]["cells"] == 1 and on_disk[kind]["lora"]["cells"] == 1

@@ -111,6 +111,17 @@ def test_each_benchmark_ends_with_its_own_papers_figures():
     world = report.paper_reference({"config": _config(["clip", "siglip"]), "checks": {}})  # the image world: figures for orientation
     assert "not the paper's study" in world and "audio paper" not in world
     assert "CIFAR" not in report.paper_reference({"config": _config(["clap-general", "clap-music"]), "checks": {}})
+    # the real world's members (lit_s, lit_m) are no family names: the run records its models' modality
+    real = report.paper_reference({"config": _config(["lit_s", "lit_m"]), "modality": "image", "checks": {}})
+    assert "not the paper's study" in real and "audio paper" not in real
+    assert report.paper_reference({"config": _config(["lit_s", "lit_m"]), "checks": {}}) is None  # unknown: no paper quoted
+
+
+def test_json_for_people_rounds_every_float_as_the_tables_do():
+    rows = {"shapes": {"zero_shot": 33.33333432674408, "edited": 100.0}, "n": [1, 2.0049999], "nan": float("nan")}
+    out = report.rounded(rows)
+    assert out["shapes"] == {"zero_shot": 33.33, "edited": 100.0} and out["n"] == [1, 2.0] and out["nan"] != out["nan"]
+    assert report.table(["a"], [[33.33333432674408]]).endswith(f"| {out['shapes']['zero_shot']} |")
 
 
 def test_an_audio_contradiction_quotes_the_image_paper_as_such():
@@ -128,9 +139,9 @@ def drawn(monkeypatch, tmp_path):
     figures = []
     save = plots._save
 
-    def keep(fig, path):
+    def keep(fig, path, extra=()):
         fig.canvas.draw()
-        figures.append((fig, save(fig, path)))
+        figures.append((fig, save(fig, path, extra)))
         return figures[-1][1]
 
     monkeypatch.setattr(plots, "_save", keep)
@@ -167,23 +178,65 @@ def test_no_legend_covers_a_bar_a_marker_or_a_line(drawn, tmp_path):
                 "results": {"zero_shot": {"a": 40.0 + i, "b": 50.0}, "closed_form": {"a": 60.0 + i, "b": 65.0}}}
                for g in ("cross-family", "same-model") for i in range(6)]
     plots.two_task_scatter(records, tmp_path / "scatter.png")
-    sweep = [{"kind": k, "key": f"{k}{i}", "strength": c, "task_mean": 50.0 + 10 * c, "control_mean": 70.0 - c}
-             for k in ("addition", "negation") for i in range(2) for c in (0.0, 0.5, 1.0)]
-    plots.sweep_curves(sweep, tmp_path / "sweep.png", {"addition": 0.5, "negation": 1.0})
+    plots.sweep_curves(_sweep(), tmp_path / "sweep.png", {"addition": 0.5, "negation": 1.0})
     accumulation = [{"target": "clip", "J": J, "schedule": s, "strength": 0.5, "mean_normalised": 80.0 - J, "mean_accuracy": 60.0,
                      "zero_shot_normalised": 60.0, "zero_shot_mean": 50.0} for J in (1, 2, 3) for s in ("fixed", "divided")]
     plots.accumulation_curves(accumulation, tmp_path / "accumulation.png")
     assert len(figures) == 4
     for fig, path in figures:
-        with Image.open(path) as png:  # the saved image grows to hold the legend beside the axes
-            assert png.width > fig.get_figwidth() * 130, path.name
+        with Image.open(path) as png:  # the saved image grows to hold the legends beside or below the axes
+            assert png.width > fig.get_figwidth() * 130 or png.height > fig.get_figheight() * 130, path.name
         for ax in fig.axes:
             legend = ax.get_legend()
             if legend is None:
                 continue
             box = legend.get_window_extent()
-            assert not box.overlaps(ax.get_window_extent()), ax.get_title()  # beside the axes, not on them
+            # beside or below its axes, over no panel of the figure (the sweep's left legend lay over the right panel)
+            assert not any(box.overlaps(other.get_window_extent()) for other in fig.axes), ax.get_title()
             assert not any(_covers(box, item) for item in _data_extents(ax)), ax.get_title()
+
+
+def _sweep():
+    """Sweep records (studies.strength_sweep's layout) of two methods on two cells of each kind."""
+    return [{"key": f"{k}{i}", "kind": k, "group": "cross-family", "target": "t", "method": m, "tasks": ["a"], "controls": ["c1", "c2"],
+             "zero_shot": {"a": 50.0, "c1": 70.0, "c2": 60.0}, "strengths": [0.0, 0.5, 1.0],
+             "accuracy": {"a": [50.0, 50.0 + 10 * s, 50.0 + 20 * s], "c1": [70.0, 70.0 - s, 70.0 - 2 * s], "c2": [60.0, 60.0 - 2 * s, 60.0 - 5 * s]}}
+            for k in ("addition", "negation") for i in range(2) for m, s in (("closed_form", 1.0), ("closed_form_affinity", 0.5))]
+
+
+def test_the_frontier_figure_and_table_show_each_method_against_the_worst_set(drawn, tmp_path):
+    plots, figures = drawn
+
+    class Settings:  # what frontier_summary reads of CellSettings
+        space = "blend"
+
+        @staticmethod
+        def strength_of(kind):
+            return 0.5 if kind == "addition" else 1.0
+
+    frontiers = report.frontier_summary(_sweep(), Settings())
+    add = frontiers["addition"]
+    assert list(add) == ["closed_form", "closed_form_affinity"] and add["closed_form"]["label"].endswith("blend descriptors")
+    # the worst set is c2 (drops 0, 2, 5), not the mean of c1 and c2 (0, 1.5, 3.5); addition gains 0, 10, 20
+    assert add["closed_form"]["worst_drop"] == [0.0, 2.0, 5.0] and add["closed_form"]["worst_set"][1:] == ["c2", "c2"]
+    assert add["closed_form"]["within"] == {"1": pytest.approx(5.0), "3": pytest.approx(10.0 + 10.0 / 3)}
+    assert add["closed_form"]["at_strength"] == pytest.approx([2.0, 10.0])
+    neg = frontiers["negation"]["closed_form_affinity"]  # negation: the removal, -(accuracy change): 0, -5, -10
+    assert neg["gain"] == [0.0, -5.0, -10.0] and neg["at_strength"] == pytest.approx([2.5, -10.0])
+    text = report.frontier_section({"frontier": frontiers, "figures": {"frontier": "figures/frontier.png"}})
+    assert "### Addition, cross-family" in text and "### Negation, cross-family" in text
+    assert "| ours, closed form, blend descriptors | 2 | 5.00 | 13.33 | 10.00 | 2.00 | c2 |" in text
+    assert text.endswith("![frontier](figures/frontier.png)")
+    plots.frontier_curves(frontiers, tmp_path / "frontier.png")
+    (fig, path), = figures
+    first, second = fig.axes
+    assert [line.get_label() for line in first.lines if not line.get_label().startswith("_")][:2] == [
+        "ours, closed form, blend descriptors", "closed form, affinity descriptors"]
+    assert first.lines[0].get_color() == second.lines[0].get_color()  # one colour per method in every panel
+    legend = fig.legends[0].get_window_extent()
+    assert not any(legend.overlaps(ax.get_window_extent()) for ax in fig.axes)
+    with Image.open(path) as png:  # the legend below the panels is saved, not cut
+        assert png.height > fig.get_figheight() * 130
 
 
 def test_the_scatter_draws_the_few_same_model_cells_on_top_and_edged(drawn, tmp_path):

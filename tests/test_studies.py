@@ -13,13 +13,13 @@ import torch
 
 import platonic_sdk as ps
 from platonic_sdk.descriptor import UTD
-from platonic_sdk.evaluate import accuracy, studies
+from platonic_sdk.evaluate import accuracy, frontier, studies
 from platonic_sdk.evaluate.cells import addition_cells, negation_cells
 from platonic_sdk.evaluate.experiment import run_experiment
 from platonic_sdk.evaluate.guarantee import guarantee_items
 from platonic_sdk.evaluate.methods import evaluate_cell
 from platonic_sdk.evaluate.report import cells_section, summarise
-from platonic_sdk.evaluate.settings import ExperimentConfig, selections
+from platonic_sdk.evaluate.settings import CellSettings, ExperimentConfig, selections
 from platonic_sdk.evaluate.similarity import similarity
 from platonic_sdk.tasks import Grid
 
@@ -74,17 +74,26 @@ def test_guarantee_holds_on_every_grid_record(ws):
         assert r["pooled"]["items"] == sum(len(ws.tasks[n].test) for n in r["per_set"])
 
 
-def test_strength_sweep_matches_the_cell_records(ws):
+def test_strength_sweep_matches_each_method_at_each_strength(ws):
     cells = addition_cells(ws)[:2] + negation_cells(ws)[:2]
-    sweep = studies.strength_sweep(ws, cells, strengths=(0.0, 0.5, 1.0))
-    grid = {c.key: evaluate_cell(ws, c) for c in cells}
+    methods = ("closed_form", "closed_form_affinity", "random_utd", "oracle", "label_reference", "single_a")
+    sweep = studies.strength_sweep(ws, cells, strengths=(0.0, 0.5, 1.0), methods=methods)
+    at = {c: {cell.key: evaluate_cell(ws, cell, CellSettings(addition_strength=c, negation_strength=c), methods=("zero_shot", *methods))
+              for cell in cells} for c in (0.5, 1.0)}
+    assert {(r["key"], r["method"]) for r in sweep} == {(c.key, m) for c in cells for m in methods if m != "single_a" or c.kind == "addition"}
     for r in sweep:
-        zero = grid[r["key"]]["results"]["zero_shot"]
-        if r["strength"] == 0.0:
-            assert r["accuracy"] == pytest.approx(zero)
-        if (r["kind"], r["strength"]) in (("addition", 0.5), ("negation", 1.0)):
-            assert r["accuracy"] == pytest.approx(grid[r["key"]]["results"]["closed_form"])
-        assert r["control_mean"] == pytest.approx(r["accuracy"][CONTROL])
+        cell = at[1.0][r["key"]]
+        assert r["zero_shot"] == pytest.approx(cell["results"]["zero_shot"])
+        assert r["controls"] == [CONTROL] and r["tasks"] == list(cell["tasks"])
+        for name, values in r["accuracy"].items():  # every evaluation set, each control set its own figure
+            assert values[0] == pytest.approx(r["zero_shot"][name])
+            assert values[1:] == pytest.approx([at[c][r["key"]]["results"][r["method"]][name] for c in (0.5, 1.0)])
+    # the worst control set's curve of one method, from the records by hand
+    found = frontier.curve(sweep, "closed_form", "negation", "cross-family")
+    own = [r for r in sweep if r["method"] == "closed_form" and r["kind"] == "negation"]
+    assert found.worst_drop == pytest.approx([np.mean([r["zero_shot"][CONTROL] - r["accuracy"][CONTROL][i] for r in own]) for i in range(3)])
+    assert found.gain == pytest.approx([np.mean([r["zero_shot"][r["tasks"][0]] - r["accuracy"][r["tasks"][0]][i] for r in own])
+                                        for i in range(3)])
 
 
 def test_accumulation_schedules_and_normalisation(ws):
@@ -175,11 +184,11 @@ def test_run_folder_has_report_and_readable_figures(ws, tmp_path):
     config = ExperimentConfig(cells=selections(max_cells=4), held_out=(TASKS[0], TASKS[1], TASKS[2]), sweep_strengths=(0.0, 1.0), sweep_cells=3)
     summary = run_experiment(ws, tmp_path, config, {"seed": 0})
     report = (tmp_path / "report.md").read_text()
-    for heading in ("## Two-task addition", "## Negation", "## Strength sweep", "## Accumulation",
+    for heading in ("## Two-task addition", "## Negation", "## Strength sweep", "## Frontiers", "### Addition, cross-family", "## Accumulation",
                     "## Held-out transfer", "## Guarantee diagnostic", "## Descriptor similarity", "## Per task", "| seed | 0 |"):
         assert heading in report
     assert "holds on every record" in report and "| cell records | 8 cells from 8 passes (a pass runs one cell with a set of methods): all run fresh, none resumed |" in report
-    assert set(summary["figures"]) == {"scatter", "sweep", "accumulation", "similarity", "per_task"}
+    assert set(summary["figures"]) == {"scatter", "sweep", "frontier", "accumulation", "similarity", "per_task"}
     for rel in summary["figures"].values():
         data = (tmp_path / rel).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000

@@ -144,14 +144,15 @@ def _run(ws: Workspace, folder: RunFolder | None, config: ExperimentConfig, desc
     cs = config.settings
     addition, negation, centre, anchor, space = cs.addition_strength, cs.negation_strength, cs.centre, cs.anchor, cs.space
     add_centred, add_anchored = cs.centres("addition"), cs.anchors("addition")
-    swept = [c for kind in KINDS for c in spread([c for c in cells if c.kind == kind], config.sweep_cells)]
+    sweep_on = lambda pool: [c for kind in KINDS for c in spread([c for c in pool if c.kind == kind], config.sweep_cells)]  # noqa: E731
+    swept = {m: sweep_on(cells if config.cap(m) is None else [c for _, c, names in passes if m in names]) for m in config.swept()}
     targets = sorted({c.target for c in cells})
 
     def study(name: str, stage: str, params: dict[str, Any], compute: Callable[[], Any]) -> Any:
         return timed(stage, lambda: recorded(folder, name, {**params, "cells": [c.key for c in cells]}, compute))
 
-    results["sweep"] = study("sweep", "strength sweep", {"swept": [c.key for c in swept]},
-                             lambda: studies.strength_sweep(ws, swept, config.sweep_strengths, centre, anchor, space))
+    results["sweep"] = study("sweep", "strength sweep", {"swept": {m: [c.key for c in on] for m, on in swept.items()}}, lambda: [
+        r for m, on in swept.items() for r in studies.strength_sweep(ws, on, config.sweep_strengths, cs, [m])])
     if config.accumulation:
         results["accumulation"] = study("accumulation", "accumulation", {"targets": targets}, lambda: [
             r for t in targets
@@ -231,9 +232,11 @@ def draw_figures(folder: RunFolder, summary: dict[str, Any], records: Sequence[d
     rel = lambda path: path.relative_to(out).as_posix()  # noqa: E731
     if any(r["kind"] == "addition" for r in records):
         figures["scatter"] = rel(plots.two_task_scatter(records, out / "figures/two_task_scatter.png"))
-    if results.get("sweep"):
+    if any(r["method"] == "closed_form" for r in results.get("sweep") or ()):
         defaults = {kind: config.settings.strength_of(kind) for kind in KINDS}
         figures["sweep"] = rel(plots.sweep_curves(results["sweep"], out / "figures/strength_sweep.png", defaults))
+    if summary.get("frontier"):
+        figures["frontier"] = rel(plots.frontier_curves(summary["frontier"], out / "figures/frontier.png"))
     if results.get("accumulation"):
         figures["accumulation"] = rel(plots.accumulation_curves(results["accumulation"], out / "figures/accumulation.png"))
     if "similarity" in results:

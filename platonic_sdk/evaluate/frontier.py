@@ -53,7 +53,7 @@ class Curve:
 
     method: str
     kind: str
-    group: str
+    group: str | None  # None: cells of every group
     cells: int
     strengths: tuple[float, ...] = attrs.field(converter=tuple)
     gain: tuple[float, ...] = attrs.field(converter=tuple)
@@ -80,12 +80,13 @@ def _mean(values: Sequence[float]) -> float:
     return float(np.mean(values)) if len(values) else float("nan")
 
 
-def curve(records: Sequence[Mapping[str, Any]], method: str, kind: str, group: str) -> Curve | None:
-    """`method`'s curve over the sweep records of cells of `kind` and `group` (None when it has none).
+def curve(records: Sequence[Mapping[str, Any]], method: str, kind: str, group: str | None) -> Curve | None:
+    """`method`'s curve over the sweep records of cells of `kind` and `group` (None: every group; the
+    result None when it has no record).
 
     A record is one cell and method (studies.strength_sweep): its `tasks`, `controls`, `zero_shot`
     accuracy per evaluation set, `strengths` and `accuracy` per set (one value per strength)."""
-    rows = [r for r in records if r["method"] == method and r["kind"] == kind and r["group"] == group]
+    rows = [r for r in records if r["method"] == method and r["kind"] == kind and group in (None, r["group"])]
     if not rows:
         return None
     strengths = sorted({float(c) for r in rows for c in r["strengths"]})

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import attrs
 
+from ..edits.lora_edit import LoraEdit
 from ..finetune.weightspace import merge_method, merge_methods
 from ..linalg import unit_rows
 from ..spaces import SPACES
@@ -74,12 +75,23 @@ def oracle(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float
 
 
 def lora(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
+    """The LoRA route's edit of the cell (lora_edit) at the cell's strength, the target re-encoded with it."""
+    return ws.live_accuracies(cell.target, eval_names(ws, cell), lora_edit(ws, cell, settings).scaled(settings.strength_of(cell.kind)))
+
+
+def lora_sweep(ws: Workspace, cell: Cell, settings: CellSettings, strengths: Sequence[float]) -> list[dict[str, float]]:
+    """The LoRA route at each strength: one fit (lora_edit), its edit scaled by each strength (its LoRA scale)."""
+    edit = lora_edit(ws, cell, settings)
+    return [ws.live_accuracies(cell.target, eval_names(ws, cell), edit.scaled(c) if c else None) for c in strengths]
+
+
+def lora_edit(ws: Workspace, cell: Cell, settings: CellSettings) -> LoraEdit:
     """Fit sign * sum_l UTD_l with the LoRA route (recipe: LoraRouteConfig(**settings.lora)) on the cell's
     grids (anchoring, when the kind anchors, the transfer tasks that read other attributes than every cell
-    task: the joint fit already holds each term's own probes), then re-encode the target with the fitted
-    edit at the cell's strength, as the closed form folds it. The fit starts from the target's bank states
-    of those grids (their preprocessed items, unedited rows and landmarks): nothing unedited is encoded again."""
-    sign, strength = signed_strength(cell, settings)
+    task: the joint fit already holds each term's own probes); the caller scales it by the cell's strength,
+    as the closed form folds its operator. The fit starts from the target's bank states of those grids
+    (their preprocessed items, unedited rows and landmarks): nothing unedited is encoded again."""
+    sign = signed_strength(cell, settings)[0]
     terms = [sign * ws.descriptor(source, task, settings.space) for source, task in zip(cell.sources, cell.tasks)]
     composition = sum(terms[1:], terms[0])
     config = LoraRouteConfig(**settings.lora, seed=settings.seed)
@@ -87,9 +99,8 @@ def lora(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
     anchors = ws.anchor_tasks(cell.tasks) if settings.anchors(cell.kind) else ()
     states = {t: ws.grid_state(cell.target, t) for t in (*cell.tasks, *anchors)}
     encoded = {s.grid.identity: (unit_rows(s.raw_embeddings), s.landmarks) for s in states.values()}
-    edit = fit_lora(ws.models[cell.target], composition, [states[t].grid for t in cell.tasks], config, progress=False,
+    return fit_lora(ws.models[cell.target], composition, [states[t].grid for t in cell.tasks], config, progress=False,
                     anchors=[states[t].grid for t in anchors], encoded=encoded)
-    return ws.live_accuracies(cell.target, eval_names(ws, cell), edit.scaled(strength))
 
 
 register_method("zero_shot", zero_shot, "zero-shot")
@@ -104,7 +115,7 @@ register_method("weight_space", merged_weight_space("task_arithmetic"), "weight-
 for _merge in merge_methods():  # every merging method, its strength chosen on validation: weight_space_ties, ...
     register_method(f"weight_space_{_merge}", chosen_weight_space(_merge),
                     f"weight space, {merge_method(_merge).description} (strength on validation)")
-register_method("lora", lora, "ours, LoRA route", max_cells=8)
+register_method("lora", lora, "ours, LoRA route", max_cells=8, sweep=lora_sweep)
 register_method("alignment", alignment("procrustes"), "alignment baseline, Procrustes map (not the method)")
 register_method("alignment_lstsq", alignment("lstsq"), "alignment baseline, least-squares map (not the method)")
 register_method("label_reference", label_reference, "labelled reference (probe labels, not the method)")

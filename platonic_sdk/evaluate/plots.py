@@ -1,5 +1,5 @@
-"""Figures of a run (matplotlib, Agg backend, PNG): similarity heatmap, strength sweeps, the
-normalised two-task scatter, accumulation curves and per-task bars. Each function writes one file and returns its path.
+"""Figures of a run (matplotlib, Agg backend, PNG): similarity heatmap, strength sweeps, frontiers (gain
+against the worst control set's drop), the normalised two-task scatter, accumulation curves and per-task bars. Each function writes one file and returns its path.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..atomic import atomic_path
+from .frontier import BUDGETS
 
 GROUP_STYLE = {"same-model": ("tab:green", "o"), "same-architecture": ("tab:orange", "s"), "cross-family": ("tab:blue", "^")}
 # Drawing order of the scatter's groups: the many cross-family cells first, the few same-model ones on top,
@@ -29,17 +30,22 @@ def _pyplot():
 
 
 def _legend(ax) -> None:
-    """The legend to the right of the axes, where it covers no data (saved with a tight bounding box)."""
-    legend = ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    """The legend outside the axes, where it covers no data: to the right of a figure's only axes, below each
+    axes of a figure with several side by side (to their right it would lie over the next panel)."""
+    if len(ax.figure.axes) == 1:
+        legend = ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    else:
+        legend = ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), borderaxespad=0.0, ncol=2)
     legend.set_in_layout(False)  # tight_layout keeps the axes' size; the saved image grows to hold the legend
 
 
-def _save(fig, path: str | os.PathLike) -> Path:
+def _save(fig, path: str | os.PathLike, extra: Sequence[Any] = ()) -> Path:
+    """Write the figure (its axes' legends and the `extra` artists inside the saved image), then close it."""
     fig.tight_layout()
     try:
         with atomic_path(path) as tmp:
             legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
-            fig.savefig(tmp, dpi=130, format="png", bbox_inches="tight", bbox_extra_artists=[*fig.axes, *legends])
+            fig.savefig(tmp, dpi=130, format="png", bbox_inches="tight", bbox_extra_artists=[*fig.axes, *legends, *extra])
     finally:
         _pyplot().close(fig)
     return Path(path)
@@ -71,22 +77,27 @@ def similarity_heatmap(result: dict[str, Any], path: str | os.PathLike) -> Path:
     return _save(fig, path)
 
 
-def sweep_curves(records: Sequence[dict[str, Any]], path: str | os.PathLike, defaults: dict[str, float] | None = None) -> Path:
-    """Mean task and control accuracy against the strength, one panel per kind (addition, negation)."""
+def sweep_curves(records: Sequence[dict[str, Any]], path: str | os.PathLike, defaults: dict[str, float] | None = None,
+                 method: str = "closed_form") -> Path:
+    """`method`'s mean task and control accuracy against the strength (studies.strength_sweep records), one panel
+    per kind (addition, negation)."""
     plt = _pyplot()
+    records = [r for r in records if r["method"] == method]
     kinds = [k for k in ("addition", "negation") if any(r["kind"] == k for r in records)]
     fig, axes = plt.subplots(1, max(1, len(kinds)), figsize=(5.2 * max(1, len(kinds)), 4), squeeze=False)
     for ax, kind in zip(axes[0], kinds):
         by_strength: dict[float, list[tuple[float, float]]] = defaultdict(list)
         for r in records:
             if r["kind"] == kind:
-                by_strength[r["strength"]].append((r["task_mean"], r["control_mean"]))
+                for i, c in enumerate(r["strengths"]):
+                    by_strength[c].append((np.mean([r["accuracy"][t][i] for t in r["tasks"]]),
+                                           np.mean([r["accuracy"][n][i] for n in r["controls"]]) if r["controls"] else np.nan))
         strengths = sorted(by_strength)
         task = [np.nanmean([v[0] for v in by_strength[c]]) for c in strengths]
         ax.plot(strengths, task, "o-", color="tab:red", label="edited task(s)" if kind == "addition" else "removed task")
         if any(not np.isnan(v[1]) for c in strengths for v in by_strength[c]):  # a study without control sets draws none
             ctrl = [np.nanmean([v[1] for v in by_strength[c]]) for c in strengths]
-            ax.plot(strengths, ctrl, "s--", color="tab:gray", label="control sets")
+            ax.plot(strengths, ctrl, "s--", color="tab:gray", label="control sets (mean)")
         if defaults and kind in defaults:
             ax.axvline(defaults[kind], color="black", lw=0.8, ls=":", label=f"default ({defaults[kind]:g})")
         cells = len({r["key"] for r in records if r["kind"] == kind})
@@ -96,6 +107,38 @@ def sweep_curves(records: Sequence[dict[str, Any]], path: str | os.PathLike, def
         ax.grid(alpha=0.3)
         _legend(ax)
     return _save(fig, path)
+
+
+def frontier_curves(frontiers: dict[str, dict[str, dict[str, Any]]], path: str | os.PathLike) -> Path:
+    """Per kind and group (report.frontier_summary), one line per method: mean gain (removal) against the worst
+    control set's drop over the sweep, a marker per strength, a star at the run's strength; the budgets of 1
+    and 3 points dotted. A method keeps its colour in every panel."""
+    plt = _pyplot()
+    keys = list(frontiers)
+    methods = list(dict.fromkeys(m for key in keys for m in frontiers[key]))
+    colours = {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(methods)}
+    fig, axes = plt.subplots(1, max(1, len(keys)), figsize=(5.2 * max(1, len(keys)), 4.4), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        for name, v in frontiers[key].items():
+            style = "o-" if name.startswith("closed_form") else "s--"
+            ax.plot(v["worst_drop"], v["gain"], style, ms=3.5, lw=1.4 if name.startswith("closed_form") else 1.0,
+                    color=colours[name], label=v["label"])
+            if v["at_strength"] is not None:
+                ax.plot(*v["at_strength"], "*", ms=12, color=colours[name], markeredgecolor="black", markeredgewidth=0.6)
+        for b in BUDGETS:
+            ax.axvline(b, color="black", lw=0.7, ls=":")
+        first = next(iter(frontiers[key].values()))
+        what = "gain on the tasks" if first["kind"] == "addition" else "removal of the task"
+        ax.set_title(f"{first['kind'].capitalize()}, {first['group']}: frontier (stars: strength {first['strength']:g})", fontsize=9)
+        ax.set_xlabel("worst control set's drop (points)")
+        ax.set_ylabel(f"mean {what} (points)")
+        ax.grid(alpha=0.3)
+    handles = {h.get_label(): h for ax in axes[0] for h in ax.get_lines() if not h.get_label().startswith("_")}
+    fig.tight_layout()
+    legend = fig.legend(list(handles.values()), list(handles), fontsize=8, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                        ncol=min(3, len(handles)))
+    legend.set_in_layout(False)
+    return _save(fig, path, [legend])
 
 
 def _normalised_pair(record: dict[str, Any], method: str) -> float | None:

@@ -12,19 +12,23 @@ from ..named_registry import NamedRegistry
 from ..spaces import SPACES
 
 MethodFn = Callable[..., "Mapping[str, float] | None"]  # fn(workspace, cell, settings) -> {evaluation set: accuracy}
+# sweep(workspace, cell, settings, strengths) -> [{evaluation set: accuracy} at each strength], or None where it does not apply
+SweepFn = Callable[..., "Sequence[Mapping[str, float]] | None"]
 BUILTIN = "platonic_sdk.evaluate.methods"
 
 
 @attrs.frozen
 class CellMethod:
     """A registered method: `label` names it in reports; `max_cells` caps its cells per kind and group
-    (evenly spread; None: every cell) unless a run sets its own cap."""
+    (evenly spread; None: every cell) unless a run sets its own cap; `sweep` evaluates it at many strengths
+    from one fit (None: the strength sweep calls `fn` at each strength)."""
 
     name: str
     fn: MethodFn
     label: str
     kinds: tuple[str, ...] = ("addition", "negation")
     max_cells: int | None = None
+    sweep: SweepFn | None = None
 
 
 # the built-in methods by name, with the module that registers them (a merge method registered later gets
@@ -37,9 +41,9 @@ METHODS: NamedRegistry[CellMethod] = NamedRegistry("cell method", listing="regis
 
 
 def register_method(name: str, fn: MethodFn, label: str | None = None, kinds: Sequence[str] = ("addition", "negation"),
-                    max_cells: int | None = None) -> CellMethod:
+                    max_cells: int | None = None, sweep: SweepFn | None = None) -> CellMethod:
     """Register a cell method under `name` (refused when the name is taken); returns it."""
-    return METHODS.register(name, CellMethod(name, fn, label or name, tuple(kinds), max_cells))
+    return METHODS.register(name, CellMethod(name, fn, label or name, tuple(kinds), max_cells, sweep))
 
 
 def method_name(name: str) -> str:

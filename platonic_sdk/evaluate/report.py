@@ -4,9 +4,10 @@ Every number is a mean over cells of percent accuracies. Per kind and cell group
 row gives task A, task B (negation: the removed task), each control set and the control mean;
 the paper's layout (docs/method.md sec. 9), with each method's share of the labelled reference. A figure
 that contradicts the paper's claim (similarity ratio below 1, addition gain at or below zero, a negation
-that spares its task) is said so in words beside it. The report ends with the reference figures of the
-paper of the run's modality: the image paper's tables, or, for audio, the statement that the audio
-paper gives no figure.
+that spares its task) is said so in words beside it. The strength sweep's methods are compared on
+frontiers: gain against the worst control set's drop (frontier.py). The report ends with the reference
+figures of the paper of the run's modality: the image paper's tables, or, for audio, the statement that
+the audio paper gives no figure (a run of unknown or mixed modality quotes neither).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from . import frontier
 from .cells import GROUPS
 from .methods import METHODS
 
@@ -40,6 +42,18 @@ SLOT_NAMES = {"task_a": "task A", "task_b": "task B", "removed": "removed task",
 def plural(n: int, word: str, many: str | None = None) -> str:
     """`1 cell`, `2 cells`, `0 cells` (`many` for irregular plurals)."""
     return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+def rounded(value: Any, digits: int = 2) -> Any:
+    """`value` (JSON-like: dicts, lists, numbers) with every float rounded to `digits` decimals, as the tables
+    print them: 33.33333432674408 -> 33.33. For JSON printed for people; the run's files keep every digit."""
+    if isinstance(value, float):
+        return round(value, digits) if np.isfinite(value) else value
+    if isinstance(value, dict):
+        return {k: rounded(v, digits) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [rounded(v, digits) for v in value]
+    return value
 
 
 def percent(share: float | None) -> str | None:
@@ -209,10 +223,34 @@ def _said(summary: Mapping[str, Any], section: str) -> str:
     return "".join(f"\n\n{line}" for line in lines)
 
 
+def method_label(name: str, space: str | None = None) -> str:
+    """A method's name in reports; the closed form's names its descriptor space (`space`, the run's)."""
+    label = METHODS[name].label if name in METHODS else name
+    return f"{label}, {space.replace('_', '-')} descriptors" if name == "closed_form" and space else label
+
+
+def frontier_summary(sweep: Sequence[dict[str, Any]], settings: Any) -> dict[str, dict[str, Any]]:
+    """report.json's frontiers (frontier.py): per kind and group (group_key), each swept method's curve,
+    its gain within each budget, and its (worst drop, gain) point at the run's strength of that kind."""
+    out: dict[str, dict[str, Any]] = {}
+    methods = list(dict.fromkeys(r["method"] for r in sweep))
+    for kind, group in ORDER:
+        for name in methods:
+            found = frontier.curve(sweep, name, kind, group)
+            if found is not None:
+                point = found.point(settings.strength_of(kind))
+                out.setdefault(group_key(kind, group), {})[name] = {
+                    **found.summary(), "label": method_label(name, settings.space),
+                    "strength": settings.strength_of(kind), "at_strength": None if point is None else list(point)}
+    return out
+
+
 def summarise_run(ws: Any, records: Sequence[dict[str, Any]], results: dict[str, Any], config: Any) -> dict[str, Any]:
     """report.json: per kind and group summaries, capped methods against the closed form on their own
     cells, the studies' summaries, per-task means and the checks."""
     summary: dict[str, Any] = {}
+    found = {getattr(m, "modality", None) for m in ws.models.values()}
+    summary["modality"] = found.pop() if len(found) == 1 else None
     for kind, group in ORDER:
         rows = [r for r in records if r["kind"] == kind and r["group"] == group]
         if rows:
@@ -226,6 +264,8 @@ def summarise_run(ws: Any, records: Sequence[dict[str, Any]], results: dict[str,
         summary["similarity"] = results["similarity"]
     if results.get("held_out"):
         summary["held_out"] = held_out_summary(results["held_out"], ws.controls)
+    if results.get("sweep"):
+        summary["frontier"] = frontier_summary(results["sweep"], config.settings)
     summary["per_task"] = per_task(records, ws)
     if "orthoreg" in results:
         summary["orthoreg"] = results["orthoreg"]
@@ -297,15 +337,51 @@ def similarity_section(summary: dict[str, Any]) -> str:
 
 
 def sweep_section(records: Sequence[dict[str, Any]], summary: dict[str, Any]) -> str:
+    """The closed form's sweep: per strength and kind the mean accuracy on the tasks, the control sets' mean, and
+    the worst control set's drop (its name: the set a mean over the sets hides)."""
+    ours = [r for r in records if r["method"] == "closed_form"]
+    worst = {kind: frontier.curve(ours, "closed_form", kind, None) for kind in SLOTS}
     rows = []
-    for c in sorted({r["strength"] for r in records}):
+    for c in sorted({c for r in ours for c in r["strengths"]}):
         row: list[Any] = [f"{c:g}"]
-        for kind in SLOTS:
-            sel = [r for r in records if r["strength"] == c and r["kind"] == kind]
-            row += [mean([r["task_mean"] for r in sel]) if sel else None, mean([r["control_mean"] for r in sel]) if sel else None]
+        for kind, curve in worst.items():
+            sel = [(r, r["strengths"].index(c)) for r in ours if r["kind"] == kind and c in r["strengths"]]
+            if not sel:
+                row += [None, None, None]
+                continue
+            i = curve.strengths.index(c)
+            row += [mean([mean([r["accuracy"][t][j] for t in r["tasks"]]) for r, j in sel]),
+                    mean([mean([r["accuracy"][n][j] for n in r["controls"]]) for r, j in sel]),
+                    f"{curve.worst_drop[i]:.2f} ({curve.worst_set[i]})" if curve.worst_set[i] else None]
         rows.append(row)
-    header = ["strength", "addition: tasks", "addition: controls", "negation: removed task", "negation: controls"]
-    return "## Strength sweep (closed form)\n\n" + table(header, rows) + _figure(summary, "sweep")
+    header = ["strength", "addition: tasks", "addition: controls (mean)", "addition: worst control drop",
+              "negation: removed task", "negation: controls (mean)", "negation: worst control drop"]
+    return ("## Strength sweep (closed form)\n\nMean accuracy over the swept cells; the worst control drop is the largest "
+            "mean drop from zero-shot of one control set, named beside it.\n\n" + table(header, rows) + _figure(summary, "sweep"))
+
+
+def frontier_section(summary: dict[str, Any]) -> str:
+    """Per kind and group: each swept method's best gain within 1 and 3 points of worst control drop, and its point at
+    the run's strength; then the figure."""
+    parts = ["## Frontiers: gain against the worst control set's drop",
+             "Each method that transfers descriptors, swept over the strengths above on the same cells: per strength, the mean "
+             "gain on the cells' tasks over zero-shot (negation: the removed task's drop) against the worst control set's "
+             "drop (the control set that loses most, mean over the cells; not the mean over the sets). \"within 1\" and "
+             "\"within 3\": the best gain whose worst control drop is at most 1 or 3 points, linear between two swept "
+             "strengths (a dash: no swept strength keeps within it). A fixed strength cannot tell a better direction from "
+             "a bigger push; the frontier can. The LoRA route (where it ran) is fitted once per cell and its edit scaled "
+             "by each strength, as the run scales it."]
+    for key, methods in summary["frontier"].items():
+        first = next(iter(methods.values()))
+        kind, group = first["kind"], first["group"]
+        strength = f"{first['strength']:g}"
+        rows = [[v["label"], v["cells"], v["within"].get("1"), v["within"].get("3"),
+                 *(v["at_strength"][::-1] if v["at_strength"] else (None, None)), v["worst_set"][-1]] for v in methods.values()]
+        what = "gain" if kind == "addition" else "removal"
+        parts.append(f"### {kind.capitalize()}, {group}\n\n" + table(
+            ["method", "cells", f"{what} within 1", f"{what} within 3", f"{what} at strength {strength}",
+             f"worst control drop at {strength}", f"worst set at strength {first['strengths'][-1]:g}"], rows))
+    return "\n\n".join(parts) + _figure(summary, "frontier")
 
 
 def accumulation_section(records: Sequence[dict[str, Any]], summary: dict[str, Any]) -> str:
@@ -394,7 +470,10 @@ def cells_run(cells: Mapping[str, int]) -> str:
 
 
 def modality(summary: Mapping[str, Any]) -> str | None:
-    """The run's modality, "image" or "audio": its benchmark's, else its families' (None when unknown or mixed)."""
+    """The run's modality, "image" or "audio": as the run recorded it from its models, else its benchmark's,
+    else its families' (None when unknown or mixed)."""
+    if "modality" in summary:  # recorded from the run's models (summarise_run)
+        return summary["modality"]
     config = summary.get("config", {})
     bench = str(config.get("describe", {}).get("benchmark", "")).split(":")[0]
     found: set[str] = set()
@@ -412,8 +491,9 @@ def modality(summary: Mapping[str, Any]) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-def paper_reference(summary: Mapping[str, Any]) -> str:
-    """The closing section: the reference figures of the paper of the run's modality (docs/method.md sec. 9)."""
+def paper_reference(summary: Mapping[str, Any]) -> str | None:
+    """The closing section: the reference figures of the paper of the run's modality (docs/method.md sec. 9);
+    None when the modality is unknown or mixed (no paper's figures to set beside it)."""
     bench = str(summary.get("config", {}).get("describe", {}).get("benchmark", "")).split(":")[0]
     kind = modality(summary)
     image = ("## The image paper's reference figures (docs/method.md sec. 9)\n\n"
@@ -424,7 +504,7 @@ def paper_reference(summary: Mapping[str, Any]) -> str:
     audio = "## The audio paper's reference figures (docs/method.md sec. 9)\n\n" + PAPER_AUDIO_SAYS
     if kind == "audio":
         return audio + (" The figures quoted beside a contradiction above are the image paper's." if contradictions(summary.get("checks", {})) else "")
-    return image if kind == "image" else image + "\n\n" + audio
+    return image if kind == "image" else None
 
 
 def render(summary: dict[str, Any], title: str = "platonic grid", studies: Mapping[str, Any] | None = None) -> str:
@@ -447,8 +527,10 @@ def render(summary: dict[str, Any], title: str = "platonic grid", studies: Mappi
                          + (_said(summary, kind) if group == "cross-family" else "")
                          + (_figure(summary, "scatter") if kind == "addition" and group == "cross-family" else ""))
     parts += same_cells_sections(summary, strengths)
-    if studies.get("sweep"):
+    if any(r["method"] == "closed_form" for r in studies.get("sweep") or ()):
         parts.append(sweep_section(studies["sweep"], summary))
+    if summary.get("frontier"):
+        parts.append(frontier_section(summary))
     if studies.get("accumulation"):
         parts.append(accumulation_section(studies["accumulation"], summary))
     if "held_out" in summary:
@@ -462,6 +544,8 @@ def render(summary: dict[str, Any], title: str = "platonic grid", studies: Mappi
     said = [line for lines in contradictions(summary["checks"], modality(summary)).values() for line in lines]
     parts.append("## Figures\n\n" + table(["figure", "value"], [[k, v] for k, v in summary["checks"].items()])
                  + "".join(f"\n\n{line}" for line in said))
-    parts.append(paper_reference(summary))
+    reference = paper_reference(summary)
+    if reference is not None:
+        parts.append(reference)
     parts.append("## Wall times\n\n" + table(["stage", "wall time (s)"], [[k, v] for k, v in summary.get("timings", {}).items()]))
     return "\n\n".join(parts) + "\n"

@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 import attrs
 
 from ..errors import PlatonicError, check_strength
-from ..spaces import DEFAULT_SPACE, check_space
+from ..spaces import DEFAULT_SPACE, SPACES, check_space
 from .registry import method
 
 KINDS = ("addition", "negation")
@@ -19,6 +19,10 @@ CACHED = ("zero_shot", "random_utd", "single_a", "single_b", "closed_form", "ora
 MERGED = tuple(f"weight_space_{m}" for m in ("task_arithmetic", "ties", "dare", "tsv", "iso_c"))
 DEFAULT_METHODS = CACHED + MERGED
 SWEEP_STRENGTHS = tuple(i / 4 for i in range(9))  # the strength sweep: 0, 0.25, ..., 2
+# the strength sweep's methods: every method that transfers descriptors (the closed form in each space, the oracle,
+# the labelled reference, Random-UTD, the alignment baselines; the LoRA route on the cells it ran on)
+SWEPT = ("closed_form", *(f"closed_form_{s}" for s in SPACES), "oracle", "label_reference", "random_utd", "alignment",
+         "alignment_lstsq", "lora")
 DEFAULT_CENTRE = ("negation",)  # kinds whose descriptors are row-centred by default (docs/method.md: measured on seeds 5-7)
 DEFAULT_ANCHOR = ("negation",)  # kinds whose solves anchor the other attributes' probes by default (docs/method.md)
 KIND_CHOICES = {"none": (), "addition": ("addition",), "negation": ("negation",), "all": KINDS}  # --centre / --anchor values
@@ -89,6 +93,7 @@ class ExperimentConfig:
     """What to run: cell selections, cell methods and their settings, and the studies.
 
     `method_cells` overrides a method's registered cell cap (per kind and group; None: every cell).
+    `sweep_methods` are run at each of `sweep_strengths` on `sweep_cells` cells per kind (`swept`).
     `held_out` lists related tasks then the held-out task; `orthoreg_tasks` > 0 runs the OrthoReg
     weight-space study of the first family on that many tasks with `orthoreg_recipe`.
     """
@@ -100,6 +105,7 @@ class ExperimentConfig:
     method_cells: Mapping[str, int | None] = attrs.field(factory=dict, converter=dict)
     sweep_strengths: tuple[float, ...] = attrs.field(default=SWEEP_STRENGTHS, converter=_floats)
     sweep_cells: int | None = 200  # per kind, evenly spaced over the cells (None: every cell)
+    sweep_methods: tuple[str, ...] = attrs.field(default=SWEPT, converter=tuple)
     accumulation: bool = True
     held_out: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     guarantee: bool = True
@@ -111,7 +117,7 @@ class ExperimentConfig:
     def __attrs_post_init__(self) -> None:
         if not self.cells:
             raise PlatonicError("an experiment needs at least one cell selection (kind and group)")
-        for name in {*self.methods, *self.method_cells, *(m for s in self.cells for m in s.methods or ())}:
+        for name in {*self.methods, *self.method_cells, *(m for s in self.cells for m in s.methods or ()), *self.sweep_methods}:
             method(name)  # unknown names fail here, listing the registered ones
         if self.held_out and len(self.held_out) < 2:
             raise PlatonicError("held_out lists the related tasks then the held-out task (at least two names)")
@@ -122,6 +128,13 @@ class ExperimentConfig:
 
     def cap(self, name: str) -> int | None:
         return self.method_cells[name] if name in self.method_cells else method(name).max_cells
+
+    def swept(self) -> tuple[str, ...]:
+        """The strength sweep's methods: `sweep_methods` but closed_form_<the settings' space> (closed_form
+        itself) and a capped method the run does not run (it is swept on the cells it ran on)."""
+        run = {m for s in self.cells for m in s.methods or self.methods}
+        return tuple(m for m in self.sweep_methods
+                     if m != f"closed_form_{self.settings.space}" and (self.cap(m) is None or m in run))
 
     def as_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)

@@ -1,8 +1,9 @@
 """The paper's other studies, on a workspace's cached features: strength sweeps, accumulation,
 held-out transfer and the guarantee diagnostic (descriptor similarity lives in similarity.py).
 
-Every edit here is the closed form: A = sum_l c_l X*(U_l)^T folded at a strength c, evaluated
-by z -> z + c A s on cached rows, with no forward pass.
+The strength sweep runs registered cell methods at each strength (frontier.py turns it into
+gain-against-worst-control-drop curves). Every other edit here is the closed form: A = sum_l c_l X*(U_l)^T
+folded at a strength c, evaluated by z -> z + c A s on cached rows, with no forward pass.
 """
 
 from __future__ import annotations
@@ -10,15 +11,15 @@ from __future__ import annotations
 import itertools
 from typing import Any, Sequence
 
+import attrs
 import numpy as np
-import torch
 from torch import Tensor
 
 from ..errors import PlatonicError
-from ..zeroshot import accuracy_of, predict
-from .cells import Cell, cell_group, solve_options
+from .cells import Cell, cell_group, eval_names, solve_options
 from .guarantee import guarantee_items, pooled_summary
-from .settings import DEFAULT_ANCHOR, DEFAULT_CENTRE, DEFAULT_SPACE, SWEEP_STRENGTHS
+from .registry import method
+from .settings import DEFAULT_ANCHOR, DEFAULT_CENTRE, DEFAULT_SPACE, SWEEP_STRENGTHS, CellSettings
 from .workspace import Workspace
 
 
@@ -40,31 +41,42 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def strength_sweep(ws: Workspace, cells: Sequence[Cell], strengths: Sequence[float] = SWEEP_STRENGTHS,
-                   centre: Sequence[str] = DEFAULT_CENTRE, anchor: Sequence[str] = DEFAULT_ANCHOR,
-                   space: str = DEFAULT_SPACE) -> list[dict[str, Any]]:
-    """Accuracy of each cell's closed-form edit (descriptors in `space`) at each strength: task mean and control mean.
+                   settings: CellSettings = CellSettings(), methods: Sequence[str] = ("closed_form",)) -> list[dict[str, Any]]:
+    """Each cell method on each cell at each strength: one record per cell and method that applies to it.
 
-    The shift S A^T of each evaluation set is computed once; strength c gives Z + c S A^T.
+    Strength c sets both kinds' strengths of `settings` to c, so a method at c is what it reports at that
+    strength (a folded operator: sign * c * A; the LoRA route: its fitted edit scaled by c). A method with a
+    registered `sweep` is fitted once and evaluated at every strength. A record holds the cell's tasks and
+    controls, the zero-shot accuracy of each evaluation set and, per set, its accuracy at each strength:
+    every control set's figure, not only their mean (frontier.py reads the worst set).
     """
     records = []
     for cell in cells:
-        A, names = cell_operator(ws, cell, centre, anchor, space)
-        accs: dict[float, dict[str, float]] = {float(c): {} for c in strengths}
-        for name in names:
-            cache, head = ws.eval_set(cell.target, name), ws.landmarks(cell.target, name)
-            S, Z = cache.site_inputs, cache.raw_embeddings
-            shift = S @ A.to(S.dtype).T
-            labels = torch.from_numpy(cache.labels)
-            for c in accs:
-                accs[c][name] = accuracy_of(predict(Z if c == 0 else Z + c * shift, head), labels)
-        for c, acc in accs.items():
+        names = eval_names(ws, cell)
+        zero = ws.accuracies(cell.target, names)
+        for name in methods:
+            m = method(name)
+            accs = sweep_method(ws, cell, settings, name, strengths) if cell.kind in m.kinds else None
+            if accs is None:
+                continue
             records.append({
-                "key": cell.key, "kind": cell.kind, "target": cell.target, "group": cell.group,
-                "strength": c, "accuracy": acc,
-                "task_mean": _mean([acc[t] for t in cell.tasks]),
-                "control_mean": _mean([acc[c] for c in names if c not in cell.tasks]),
+                "key": cell.key, "kind": cell.kind, "target": cell.target, "group": cell.group, "method": name,
+                "tasks": list(cell.tasks), "controls": [n for n in names if n not in cell.tasks], "zero_shot": zero,
+                "strengths": [float(c) for c in strengths], "accuracy": {n: [a[n] for a in accs] for n in names},
             })
     return records
+
+
+def sweep_method(ws: Workspace, cell: Cell, settings: CellSettings, name: str, strengths: Sequence[float]) -> list[dict[str, float]] | None:
+    """Method `name`'s accuracies on the cell at each strength (None where it does not apply to the cell)."""
+    m = method(name)
+    at = [attrs.evolve(settings, addition_strength=c, negation_strength=c) for c in strengths]
+    if m.sweep is not None:
+        return m.sweep(ws, cell, settings, [float(c) for c in strengths])
+    first = m.fn(ws, cell, at[0]) if at else None
+    if first is None:
+        return None
+    return [dict(first)] + [dict(m.fn(ws, cell, s)) for s in at[1:]]
 
 
 def cross_sources(ws: Workspace, target: str, task: str) -> list[str]:
