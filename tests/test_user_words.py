@@ -6,8 +6,10 @@ and `platonic grid --benchmark NAME --dry-run`.
 from __future__ import annotations
 
 import json
-import re
+import contextlib
+import io
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -43,23 +45,25 @@ def run(cwd: Path, *argv: str) -> int:
 
 # ---------------------------------------------------------------------------- A. one ridge rule
 @pytest.fixture(scope="module")
-def zoo_bank(tmp_path_factory):
-    """A descriptor of the zoo's clip fine-tune (shapes.utd.safetensors) and `platonic bank` of it on the zoo's siglip."""
+def zoo_bank(tmp_path_factory) -> tuple[Path, str]:
+    """A folder with a descriptor of the zoo's clip fine-tune (shapes.utd.safetensors) and `platonic bank` of it on
+    the zoo's siglip (bank.safetensors), and what `platonic bank` printed: every test that reads them runs alone."""
     work = tmp_path_factory.mktemp("ridge")
     assert run(work, "utd", "--family", "clip", "--checkpoint", str(ZOO_DIR / "clip"), "--ft-checkpoint",
                str(ZOO_DIR / "finetunes" / "clip" / "amber_shapes.safetensors"), "--task", "amber_shapes", *WORLD,
                "-o", "shapes.utd.safetensors") == 0
-    return work
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert run(work, "bank", "--family", "SigLIP", "--checkpoint", str(ZOO_DIR / "siglip"), "--descriptor",
+                   "shapes.utd.safetensors", "--quiet", "--no-cache", "-o", "bank.safetensors") == 0
+    return work, printed.getvalue()
 
 
-def test_the_cli_and_python_solve_a_zoo_member_with_the_worlds_ridge_alike(zoo_bank, capsys):
+def test_the_cli_and_python_solve_a_zoo_member_with_the_worlds_ridge_alike(zoo_bank):
     from platonic_sdk.worlds import zoo
     from platonic_sdk.worlds.registry import world_spec
 
-    capsys.readouterr()
-    assert run(zoo_bank, "bank", "--family", "SigLIP", "--checkpoint", str(ZOO_DIR / "siglip"), "--descriptor",
-               "shapes.utd.safetensors", "--quiet", "--no-cache", "-o", "bank.safetensors") == 0
-    out = capsys.readouterr().out
+    zoo_bank, out = zoo_bank
     image = world_spec("image")
     assert f"ridge {image.ridge_a:g} / {image.ridge_b:g} (ridge_a / ridge_b): the image world's ridge" in out
     saved = ps.OperatorBank.load(zoo_bank / "bank.safetensors")
@@ -83,8 +87,7 @@ def test_the_cli_and_python_solve_a_zoo_member_with_the_worlds_ridge_alike(zoo_b
 
 
 def test_a_bank_entry_is_named_by_the_stem_and_add_takes_it(zoo_bank, capsys):
-    if not (zoo_bank / "bank.safetensors").is_file():
-        pytest.skip("needs the bank of the test above")
+    zoo_bank, _ = zoo_bank
     for name in ("shapes", "shapes.utd.safetensors"):
         assert run(zoo_bank, "edit", "--bank", "bank.safetensors", "--add", name, "--quiet", "-o", "e.safetensors") == 0
     assert "recorded in the bank, the image world's ridge" in capsys.readouterr().out
@@ -110,8 +113,7 @@ def test_ridges_are_checked_where_they_are_given():
 
 # ---------------------------------------------------------------------------- B. messages in the user's words
 def test_an_edit_for_a_residual_head_on_a_projection_names_both_models(zoo_bank, capsys):
-    if not (zoo_bank / "bank.safetensors").is_file():
-        pytest.skip("needs the bank of the test above")
+    zoo_bank, _ = zoo_bank
     run(zoo_bank, "edit", "--bank", "bank.safetensors", "--add", "shapes", "--quiet", "-o", "sig.safetensors")
     line = refused(capsys, zoo_bank, "this edit was made for siglip", "evaluate", "--family", "clip", "--checkpoint",
                    str(ZOO_DIR / "clip"), "--edit", "sig.safetensors", "--task", "amber_shapes", *WORLD)
