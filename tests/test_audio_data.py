@@ -8,7 +8,8 @@ import wave
 import numpy as np
 import pytest
 
-from platonic_sdk.data.audio import AUDIO_TEMPLATE, Waveform, as_waveform, folder_task, manifest_task, read_audio, write_audio
+import platonic_sdk.data.audio as audio
+from platonic_sdk.data.audio import AUDIO_TEMPLATE, InputFormat, Waveform, as_waveform, folder_task, manifest_task, read_audio, write_audio
 from platonic_sdk.errors import PlatonicError, ShapeError
 
 
@@ -148,3 +149,17 @@ def test_manifest_path_template_reads_the_urbansound8k_layout(tmp_path):
     assert all(p.startswith(str(tmp_path / "audio" / "fold3")) for p in task.test.items.paths)
     with pytest.raises(PlatonicError, match="no column 'category'"):
         manifest_task(manifest, label_column="category")
+
+
+def test_an_input_note_is_logged_once_per_process(caplog):
+    """A model, its fine-tunes and edited copies each hold an input format: a short clip is noted once in a run, and
+    a clip another format pads gets its own note."""
+    audio.NOTED.clear()
+    short = Waveform(np.zeros(800, np.float32), 8000)
+    with caplog.at_level("WARNING", logger="platonic_sdk.audio"):
+        for copy in [InputFormat(8000, 8000) for _ in range(12)]:
+            assert copy.fit(short).shape == (800,)
+        InputFormat(8000, 16000).fit(short)
+    notes = [r.getMessage() for r in caplog.records]
+    assert notes == ["audio input: clips shorter than the model's 1 s window are padded by the model's feature extractor",
+                     "audio input: clips shorter than the model's 2 s window are padded by the model's feature extractor"]

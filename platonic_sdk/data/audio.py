@@ -25,6 +25,7 @@ from .folders import check_class_names, check_files, read_table, scan_classes, s
 
 AUDIO_TEMPLATE = "this is a sound of {}."
 log = logging.getLogger("platonic_sdk.audio")
+NOTED: set[str] = set()  # the input notes this process has logged (each names the rate and window it is about)
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".aiff", ".aif", ".mp3")
 
 
@@ -96,13 +97,13 @@ class InputFormat:
     """A model's audio input: mono at `rate` Hz in a window of `window` samples. Longer clips are cropped
     to their first window unless `crop` is False (a fused model reads a long clip whole, through its
     fusion views); shorter ones are left to the model's own padding. What each conversion did is noted
-    once per encoder in the `platonic_sdk.audio` log (a warning: a resample loses what lies above the
-    model's Nyquist frequency, a crop what lies past the window)."""
+    once per process in the `platonic_sdk.audio` log (`NOTED`; a warning: a resample loses what lies above
+    the model's Nyquist frequency, a crop what lies past the window), however many models, fine-tunes and
+    edited copies read audio of that format."""
 
     rate: int
     window: int
     crop: bool = True
-    noted: set[str] = attrs.field(factory=set, eq=False)
 
     def fit(self, item: Any) -> np.ndarray:
         """`item` as mono float32 samples at the model's rate, cropped to the window (when it crops)."""
@@ -120,9 +121,10 @@ class InputFormat:
             self._note(f"clips shorter than the model's {seconds:g} s window are padded by the model's feature extractor")
         return samples
 
-    def _note(self, message: str) -> None:
-        if message not in self.noted:
-            self.noted.add(message)
+    @staticmethod
+    def _note(message: str) -> None:
+        if message not in NOTED:
+            NOTED.add(message)
             log.warning("audio input: %s", message)
 
 
