@@ -32,7 +32,7 @@ def tiny(world: AudioWorld, tasks: list[str]) -> Workspace:
     config = FinetuneConfig(max_steps=2, lr=1e-3, batch_size=8)
     finetuned = {(m, t): finetune(models[m], world.task(t), config, progress=False).encoder for m in models for t in tasks}
     everything = {n: world.task(n) for n in dict.fromkeys([*tasks, world.trio[2], *world.controls])}
-    spec = world_spec("audio")
+    spec = world_spec("audio").settings()  # the audio world's tuned settings (its zoo's manifest)
     return Workspace(models, everything, finetuned, world.controls, per_class=2, ridge_a=spec.ridge_a, ridge_b=spec.ridge_b, batch_size=16)
 
 

@@ -66,7 +66,7 @@ def main() -> None:
         utd.save(out / "descriptors" / f"{t}.safetensors")  # shareable: no model needed to read them
 
     # 2. the deployed model's operators: one ridge factorisation per grid, then one product per descriptor
-    image = world_spec("image")  # the image world's tuned ridges (its tiny text towers need larger ones than the paper's)
+    image = world_spec("image").settings()  # the image world's tuned ridges (its tiny text towers need larger ones than the paper's)
     bank = ps.OperatorBank(target, image.ridge_a, image.ridge_b)
     for grid in grids.values():
         bank.add_grid(grid)

@@ -154,7 +154,7 @@ def main() -> None:
     source, tuned = source_and_finetune(world, task_name, args.ci)
     grid = task.grid(per_class=2 if args.ci else 30)
     utd = ps.UTD.compute(source, tuned, grid)
-    image = world_spec("image")  # the image world's tuned ridges and the default strength
+    image = world_spec("image").settings()  # the image world's tuned ridges and the default strength
     bank = ps.OperatorBank(target, image.ridge_a, image.ridge_b)
     bank.add_grid(grid)
     edit = bank.edit(utd, strength=CellSettings().addition_strength)

@@ -172,8 +172,8 @@ def build_parser() -> Parser:
     p.add_argument("--save-model", type=output_dir, metavar="DIR", help="also save the edited checkpoint with the family's save "
                    "(with --bank: of the bank's target unless --family/--checkpoint say otherwise)")
     _allow_other_target(p)
-    _lora_options(p, "--route lora")
-    p.add_argument("--lora-rank", type=positive_int, help="--route lora: LoRA rank (default: LoraRouteConfig's, 16)")
+    _lora_options(p, "--route lora", "a zoo member's world recipe, else ")
+    p.add_argument("--lora-rank", type=positive_int, help="--route lora: LoRA rank (default: a zoo member's world recipe, else LoraRouteConfig's, 16)")
     p.set_defaults(func=commands.cmd_edit)
 
     p = sub.add_parser("evaluate", parents=[common, model, task, data], help="zero-shot accuracy, optionally with an edit")

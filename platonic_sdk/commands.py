@@ -405,15 +405,12 @@ def _fitted_edit(terms: list[tuple[str, float]], target, args: argparse.Namespac
     grids = {label: descriptor_grid(label, utd, tasks, args) for label, utd in descriptors.items()}
     composition = sum((c * descriptors[n] for n, c in terms), Composition(()))
     if args.route == "lora":
-        from .ridge import ridge_rule
-        from .transfer.lora import LoraRouteConfig, fit_lora
+        from .transfer.lora import fit_lora, lora_recipe
 
-        ridge = ridge_rule(target.checkpoint, args.ridge_a, args.ridge_b)
-        _say_ridge(*ridge)
         chosen = {k: v for k, v in (("rank", args.lora_rank), ("lr", args.lora_lr), ("epochs", args.lora_epochs),
-                                    ("max_steps", args.lora_steps)) if v is not None}
-        config = LoraRouteConfig(**chosen, ridge_b=ridge.ridge_b, seed=args.seed)
-        print(f"fitting the LoRA route on {target.family}: {json.dumps(config.describe())}")
+                                    ("max_steps", args.lora_steps), ("ridge_b", args.ridge_b)) if v is not None}
+        config, why = lora_recipe(target.checkpoint, {**chosen, "seed": args.seed})
+        print(f"fitting the LoRA route on {target.family} with {why}: {json.dumps(config.describe())}")
         return fit_lora(target, composition, list(grids.values()), config, progress=not args.quiet).scaled(args.strength)
     bank = _bank_of(target, args)
     for grid in grids.values():
@@ -621,7 +618,7 @@ def _experiment(args: argparse.Namespace, dry: bool = False):
                                      test_per_class=args.test_per_class, per_class=args.per_class, grid_seed=args.grid_seed,
                                      batch_size=args.batch_size, progress=not args.quiet)
         spec = world_spec(args.world)
-        lora = dict(spec.lora)
+        lora = dict(spec.settings().lora)
         if args.held_out is None:
             args.held_out = list(spec.make(seed=args.world_seed).trio)
     held_out = []

@@ -22,19 +22,23 @@ from .evaluate.settings import CellSettings
 def demo_config(world: str, seed: int = 0, lora_cells: int = 8, weight_space_cells: int = 6, orthoreg_tasks: int = 0,
                 orthoreg_recipe: Mapping[str, Any] | None = None, ridge_b: float | None = None, centre: tuple[str, ...] | None = None,
                 anchor: tuple[str, ...] | None = None):
-    """The demo's ExperimentConfig on `world` (LoRA route with the world's recipe and landmark ridge;
-    `centre`, `anchor`: the kinds with row-centred descriptors and with anchored solves, None: CellSettings' defaults)."""
+    """The demo's ExperimentConfig on `world` with the world's settings (its zoo's manifest: strengths, and
+    the LoRA route's recipe with its landmark ridge, `ridge_b` given wins; `centre`, `anchor`: the kinds with
+    row-centred descriptors and with anchored solves, None: CellSettings' defaults)."""
     from .evaluate.experiment import CellSelection, ExperimentConfig
     from .evaluate.methods import CACHED
     from .worlds.registry import world_spec
 
     spec = world_spec(world)
+    tuned = spec.settings()
     cells = (CellSelection("addition"), CellSelection("negation"))
     if weight_space_cells:
         cells += (CellSelection("addition", "same-model", weight_space_cells, methods=CACHED),)
-    lora = {**spec.lora, "ridge_b": spec.ridge_b if ridge_b is None else ridge_b}
+    lora = {**tuned.lora, **({} if ridge_b is None else {"ridge_b": ridge_b})}
+    kinds = {k: v for k, v in (("centre", centre), ("anchor", anchor)) if v is not None}
+    settings = CellSettings(addition_strength=tuned.addition_strength, negation_strength=tuned.negation_strength, lora=lora, seed=seed, **kinds)
     return ExperimentConfig(
-        cells=cells, settings=CellSettings(lora=lora, seed=seed, **{k: v for k, v in (("centre", centre), ("anchor", anchor)) if v is not None}), methods=(*CACHED, "lora") if lora_cells else CACHED,
+        cells=cells, settings=settings, methods=(*CACHED, "lora") if lora_cells else CACHED,
         method_cells={"lora": lora_cells}, held_out=tuple(spec.make(seed=seed).trio), similarity_probes=None,
         orthoreg_tasks=orthoreg_tasks, orthoreg_recipe=orthoreg_recipe or {},
         sweep_methods=("closed_form", "closed_form_affinity"),  # the default and the paper's descriptor on one frontier, from cached features

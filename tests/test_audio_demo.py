@@ -50,7 +50,7 @@ def test_audio_demo_runs_every_stage(tiny_setup, tmp_path) -> None:
     assert on_disk["addition"]["cells"] == report["addition"]["cells"] == 2 * 3  # 2 targets x 3 task pairs
     assert on_disk["held_out"]["task"] == "raised_vibrato" and on_disk["same_cells"]["lora"]["addition"]["cells"] == 6
     recipe = on_disk["config"]["settings"]["lora"]  # the audio world's recipe
-    spec = world_spec("audio")
+    spec = world_spec("audio").settings()
     assert (recipe["lr"], recipe["epochs"], recipe["ridge_b"]) == (spec.lora["lr"], spec.lora["epochs"], spec.ridge_b)
     direct = {(t, n): accuracy(ws.models[t], ws.tasks[n]) for t in ws.families for n in TASKS}
     cells = [json.loads(line) for line in (tmp_path / "cells.jsonl").read_text().splitlines()]

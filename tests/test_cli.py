@@ -188,7 +188,7 @@ def test_edit_route_lora_writes_the_edit_and_a_peft_folder_that_python_fits_alik
     target = ps.load("clip", str(work / "clip_pre"))
     utd = UTD.load(work / "a.safetensors")
     grid = ImageWorld(train_per_class=4, test_per_class=3).task("small_shapes").grid(2, 0)
-    by_hand = fit_lora(target, utd, [grid], LoraRouteConfig(rank=2, max_steps=3, ridge_b=ps_ridge_b()), progress=False).scaled(0.5)
+    by_hand = fit_lora(target, utd, [grid], LoraRouteConfig(rank=2, max_steps=3), progress=False).scaled(0.5)
     saved, folder = Edit.load(work / "lora.safetensors"), LoraEdit.from_pretrained(str(work / "lora_adapter"), target)
     for edit in (saved, folder):
         assert edit.strength == 0.5 and set(edit.factors) == set(by_hand.factors)
@@ -196,12 +196,6 @@ def test_edit_route_lora_writes_the_edit_and_a_peft_folder_that_python_fits_alik
             got_b, got_a = edit.factors[name]
             assert torch.allclose(got_b @ got_a * edit.lora_alpha, b @ a * by_hand.lora_alpha, atol=1e-6)
     in_process(capsys, work, "edit", "--bank holds closed-form operators", "--route", "lora", "--bank", "bank.safetensors", "--add", "a")
-
-
-def ps_ridge_b() -> float:
-    from platonic_sdk.ridge import RIDGE_B
-
-    return RIDGE_B
 
 
 GRID_TOML = """

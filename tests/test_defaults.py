@@ -43,7 +43,7 @@ def test_grid_options_default_to_the_classes_and_the_worlds():
 
 
 def test_the_docs_quote_the_worlds_and_the_librarys_ridges():
-    image, audio = world_spec("image"), world_spec("audio")
+    image, audio = world_spec("image").settings(), world_spec("audio").settings()
     quoted = f"image {image.ridge_a:g} / {image.ridge_b:g} and audio {audio.ridge_a:g} / {audio.ridge_b:g}"
     for page in ("user_guide.md", "method.md"):
         assert quoted in " ".join((DOCS / page).read_text().split()), page

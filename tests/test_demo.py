@@ -152,9 +152,10 @@ def tiny_zoo(tiny_setup, tmp_path):
     for (name, task), ft in tuned.items():
         ft.save(finetune_path(zoo, name, task))
     members = {n: {"family": n, "embed_dim": m.embed_dim} for n, m in ws.models.items()}
-    (zoo / "zoo.json").write_text(json.dumps({"members": members}))
-    spec = registry.register_world(registry.WorldSpec("tiny", lambda **kw: ImageWorld(**{**TINY, **kw}), zoo, ridge_a=0.05,
-                                                      ridge_b=0.3, lora={"lr": 1e-2, "epochs": 1, **LORA}))
+    settings = {"ridge_a": 0.05, "ridge_b": 0.3, "lora": {"lr": 1e-2, "epochs": 1, **LORA}, "addition_strength": 0.5,
+                "negation_strength": 1.0, "controls": list(ImageWorld(**TINY).controls)}  # the world's tuned settings, as data
+    (zoo / "zoo.json").write_text(json.dumps({"members": members, "world": "tiny", "settings": settings}))
+    spec = registry.register_world(registry.WorldSpec("tiny", lambda **kw: ImageWorld(**{**TINY, **kw}), zoo))
     yield spec
     registry.WORLDS.pop("tiny")
 

@@ -5,7 +5,6 @@ and `platonic grid --benchmark NAME --dry-run`.
 
 from __future__ import annotations
 
-import json
 import contextlib
 import io
 import os
@@ -64,7 +63,7 @@ def test_the_cli_and_python_solve_a_zoo_member_with_the_worlds_ridge_alike(zoo_b
     from platonic_sdk.worlds.registry import world_spec
 
     zoo_bank, out = zoo_bank
-    image = world_spec("image")
+    image = world_spec("image").settings()
     assert f"ridge {image.ridge_a:g} / {image.ridge_b:g} (ridge_a / ridge_b): the image world's ridge" in out
     saved = ps.OperatorBank.load(zoo_bank / "bank.safetensors")
     assert (saved.ridge_a, saved.ridge_b) == (image.ridge_a, image.ridge_b) and "image world" in saved.ridge_why
@@ -93,15 +92,6 @@ def test_a_bank_entry_is_named_by_the_stem_and_add_takes_it(zoo_bank, capsys):
     assert "recorded in the bank, the image world's ridge" in capsys.readouterr().out
     edit = ps.Edit.load(zoo_bank / "e.safetensors")
     assert "image world" in edit.meta["ridge_why"]
-
-
-def test_the_shipped_zoos_record_their_worlds_ridge():
-    from platonic_sdk.worlds.registry import world_spec
-
-    for name in ("image", "audio"):
-        spec = world_spec(name)
-        manifest = json.loads((spec.zoo / "zoo.json").read_text())
-        assert manifest["ridge"] == {"world": name, "ridge_a": spec.ridge_a, "ridge_b": spec.ridge_b}
 
 
 def test_ridges_are_checked_where_they_are_given():

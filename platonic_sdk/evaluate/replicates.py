@@ -48,7 +48,8 @@ def _real_replicate(seed: int, probes_per_class: int, progress: bool, batch_size
     pairs = [(m, n) for n in names for m in models]
     finetuned = {(m, n): finetune(models[m], rest[n], recipe, progress=False).encoder
                  for m, n in progress_bar(pairs, desc=f"real replicate {seed}: fine-tunes off the probes", disable=not progress)}
-    ws = Workspace(models, tasks, finetuned, list(probed.controls), ridge_a=spec.ridge_a, ridge_b=spec.ridge_b,
+    tuned = spec.settings()  # the world's ridges, from its zoo's manifest
+    ws = Workspace(models, tasks, finetuned, list(probed.controls), ridge_a=tuned.ridge_a, ridge_b=tuned.ridge_b,
                    batch_size=batch_size, progress=progress)
     describe = {
         "world": f"real, replicate {seed} ({len(names)} transfer tasks, held-out trio {' + '.join(probed.trio[:2])} -> {probed.trio[2]})",

@@ -341,17 +341,19 @@ def zoo_workspace(world: str, *, seed: int = 0, families: Sequence[str] | None =
     """A registered world's shipped zoo as a Workspace, and a description of it.
 
     Members `families` (default: all), their fine-tunes on `tasks` (default: the world's transfer
-    tasks), the held-out member of the world's trio and its controls (never probed). Ridges left at
-    None take the world's tuned ones; `options` go to Workspace (per_class, grid_seed, batch_size, ...).
+    tasks), the held-out member of the world's trio and its controls (never probed). Ridges and controls
+    left at None take the world's (its zoo's manifest: WorldSpec.settings()); `options` go to Workspace
+    (per_class, grid_seed, batch_size, ...).
     """
     spec = world_spec(world)
+    tuned = spec.settings()
     sizes = {k: v for k, v in (("train_per_class", train_per_class), ("test_per_class", test_per_class)) if v is not None}
     made = spec.make(seed=seed, **sizes)
     models = zoo.load_models(spec.zoo, names=families, device=device)
-    names, controls = list(tasks or made.transfer_tasks), list(controls or made.controls)
+    names, controls = list(tasks or made.transfer_tasks), list(controls or tuned.controls)
     everything = {n: made.task(n) for n in dict.fromkeys([*names, made.trio[2], *controls])}
     ws = Workspace(models, everything, zoo.load_finetunes(models, names, spec.zoo), controls,
-                   ridge_a=spec.ridge_a if ridge_a is None else ridge_a, ridge_b=spec.ridge_b if ridge_b is None else ridge_b, **options)
+                   ridge_a=tuned.ridge_a if ridge_a is None else ridge_a, ridge_b=tuned.ridge_b if ridge_b is None else ridge_b, **options)
     manifest = zoo.read_manifest(spec.zoo)
     describe = {
         "world": f"{world}, seed {seed} ({len(names)} transfer tasks, held-out trio {' + '.join(made.trio[:2])} -> {made.trio[2]})",

@@ -8,5 +8,5 @@ __getattr__, __dir__, __all__ = exports(__name__, {
     "..edits.lora_edit": ["LoraEdit"],
     ".closed_form": ["GridState", "OperatorBank"],
     ".saved_bank": ["SavedBank"],
-    ".lora": ["LoraRouteConfig", "fit_lora"],
+    ".lora": ["LoraRouteConfig", "fit_lora", "lora_recipe"],
 })

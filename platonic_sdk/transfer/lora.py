@@ -10,11 +10,19 @@ the closed form's landmark ridge (its mu_b ||F X||^2 term) carried over, so both
 poorly separated landmark directions (off by default, as in the paper). LoRA B starts at zero, so step 0
 is the unedited model. The result is a `LoraEdit`: the LoRA factors, folded
 into the weights as W <- W + strength * (lora_alpha / r) B A on apply and restored bit for bit on remove.
+
+The recipe: `lora_recipe(checkpoint, given)` is the one rule, for `fit_lora` without a config and for
+`platonic edit --route lora` alike: a member of a world's zoo gets the world's recipe (its zoo's
+manifest, `zoo_settings`: the tuned lr and epochs, the world's landmark ridge), any other model
+`LoraRouteConfig`'s defaults (the paper's); the fields the user gives win.
 """
 
 from __future__ import annotations
 
 import copy
+import difflib
+import math
+import os
 from typing import Any, Mapping, Sequence
 
 import attrs
@@ -31,9 +39,10 @@ from ..linalg import relative_ridge
 from ..protocol import DualEncoder
 from ..items import join
 from ..tasks import Grid, anchor_grids
-from ..training.loop import non_negative, positive, seeded, total_steps, train
+from ..training.loop import non_negative, positive, total_steps, train
 from ..training.lora_layers import ADAPTER, inject_lora
 from ..training.orthoreg import OrthoReg, lora_updates
+from ..zoo_settings import member_settings
 
 
 @attrs.frozen
@@ -54,6 +63,26 @@ class LoraRouteConfig:
     def describe(self) -> dict[str, Any]:
         """JSON-ready record of the recipe."""
         return {**attrs.asdict(self, recurse=False), "orthoreg": self.orthoreg.describe()}
+
+
+def lora_recipe(checkpoint: str | os.PathLike | None, given: Mapping[str, Any] | None = None) -> tuple[LoraRouteConfig, str]:
+    """(the LoRA route's recipe for the model of `checkpoint`, why): the fields in `given` (LoraRouteConfig
+    fields; an unknown one is refused) win; the others are the world's recipe when the checkpoint is a
+    member of a world's zoo (zoo_settings.member_settings), else LoraRouteConfig's defaults (the paper's)."""
+    given, fields = dict(given or {}), list(attrs.fields_dict(LoraRouteConfig))
+    for key in given:
+        if key not in fields:
+            near = difflib.get_close_matches(key, fields, n=1)
+            raise TypeError(f"lora_recipe: unknown LoraRouteConfig field {key!r}" + (f" (did you mean {near[0]!r}?)" if near else "")
+                            + f"; known: {', '.join(fields)}")
+    world = member_settings(checkpoint)
+    if world is not None:
+        base, origin = dict(world.lora), f"the {world.world} world's LoRA recipe (a member of its zoo {world.zoo})"
+    else:
+        base, origin = {}, "LoraRouteConfig's defaults (the paper's; not a member of a world's zoo)"
+    shown = [k for k in given if k != "seed"]
+    why = origin + (f", with {', '.join(shown)} given" if shown else "")
+    return LoraRouteConfig(**{**base, **given}), why
 
 
 @attrs.frozen(eq=False)
@@ -136,8 +165,9 @@ def fit_lora(
     batches without lengthening the fit: its steps are counted over the terms' probes.
     Grids whose items are `accel.Prepared` are not preprocessed again; `encoded` maps grid identities to
     the target's unedited unit embeddings and landmarks of that grid (an `OperatorBank`'s grid state holds
-    them), which are then not encoded again (off CUDA, where autocast changes nothing)."""
-    config = config or LoraRouteConfig()
+    them), which are then not encoded again (off CUDA, where autocast changes nothing).
+    `config` None: the recipe of `lora_recipe(target.checkpoint)` (a zoo member's world's, else the paper's)."""
+    config = config or lora_recipe(target.checkpoint)[0]
     composition = Composition.of(descriptor)
     anchors = anchor_grids(composition.by_grid(), anchors)
     parts = _grid_targets(target, composition, grids, config.batch_size, config.ridge_b, anchors, encoded)
@@ -173,14 +203,15 @@ def fit_lora(
         loss = torch.cat(per_probe).mean()
         return loss + config.orthoreg(lora_updates(tower)) if config.orthoreg.active else loss
 
-    with seeded(config.seed, device):
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):  # peft's own draws: the global generator is left as it was
         inject_lora(tower, model.lora_targets, config.rank, config.lora_alpha)  # on the copy, dropped after
-        _factors(tower)  # fails fast on adapted layers that are not plain linear maps
-        params = [p for p in tower.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
-        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
-        desc = f"LoRA route on {target.family}"
-        losses = train(loss_fn, optimizer, len(pool), config.batch_size, steps, config.seed, scheduler, desc, progress)
+    _factors(tower)  # fails fast on adapted layers that are not plain linear maps
+    _draw_lora_a(tower, torch.Generator().manual_seed(config.seed))  # the fit's own generator (train shuffles with another)
+    params = [p for p in tower.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
+    desc = f"LoRA route on {target.family}"
+    losses = train(loss_fn, optimizer, len(pool), config.batch_size, steps, config.seed, scheduler, desc, progress)
     meta = {
         "target_family": target.family,
         "target_checkpoint": target.checkpoint,
@@ -193,6 +224,19 @@ def fit_lora(
     edit = LoraEdit(_factors(tower), config.rank, config.lora_alpha, 1.0, meta, losses)
     edit.target = Target.of_encoder(target, edit._weights(target))  # bound to the unedited target
     return edit
+
+
+def _draw_lora_a(tower: nn.Module, generator: torch.Generator) -> None:
+    """Draw LoRA A of every adapted layer of `tower` from `generator`, by peft's rule (kaiming-uniform, a = sqrt(5):
+    U(-1 / sqrt(fan_in), 1 / sqrt(fan_in))), on the CPU: a fit's start depends on its seed alone, not on torch's
+    global generator, the process or the device. B stays zero."""
+    from peft.tuners.lora import LoraLayer
+
+    with torch.no_grad():
+        for layer in tower.modules():
+            if isinstance(layer, LoraLayer):
+                weight = layer.lora_A[ADAPTER].weight
+                weight.copy_(nn.init.kaiming_uniform_(torch.empty(weight.shape), a=math.sqrt(5), generator=generator))
 
 
 def _factors(tower: nn.Module) -> dict[str, tuple[Tensor, Tensor]]:

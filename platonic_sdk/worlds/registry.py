@@ -1,35 +1,37 @@
 """Synthetic worlds by name, each with its shipped zoo and the settings tuned on it.
 
-A model of a world's zoo runs with the world's settings (ridge factors, LoRA-route recipe) unless
-the user overrides them. A new world is one module defining its world class and calling
-`register_world` (docs/architecture.md shows an example); `image` and `audio` are built in.
+A world's tuned settings (ridge factors, LoRA-route recipe, strengths, control sets) are data: its
+zoo's manifest records them (`zoo_settings.world_settings`, `WorldSpec.settings()`), and a model of
+the zoo runs with them unless the user overrides them. A new world is one module defining its world
+class and calling `register_world` (docs/architecture.md shows an example); `image`, `audio` and
+`real` are built in.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import attrs
 
 from ..data.specs import NAMED, NamedTasks, TaskOptions
 from ..named_registry import NamedRegistry
-from ..ridge import register_zoo
 from ..tasks import Task
+from ..zoo_settings import WorldSettings, world_settings
 
 
 @attrs.frozen
 class WorldSpec:
     """`make(seed=, train_per_class=, test_per_class=)` builds the world (its class); `zoo` is the folder
-    of its shipped models and fine-tunes; ridge_a / ridge_b (relative) and `lora` (the LoRA route's
-    recipe, as LoraRouteConfig fields) are its tuned settings."""
+    of its shipped models and fine-tunes, whose manifest records the world's tuned settings."""
 
     name: str
     make: Callable[..., Any]
     zoo: Path
-    ridge_a: float
-    ridge_b: float
-    lora: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)  # LoraRouteConfig fields
+
+    def settings(self) -> WorldSettings:
+        """The world's tuned settings, read from its zoo's manifest (zoo_settings.world_settings)."""
+        return world_settings(self.zoo)
 
 
 BUILTIN = {"image": "platonic_sdk.worlds.image", "audio": "platonic_sdk.worlds.audio", "real": "platonic_sdk.worlds.real"}
@@ -37,12 +39,10 @@ WORLDS: NamedRegistry[WorldSpec] = NamedRegistry("world", listing="registered", 
 
 
 def register_world(spec: WorldSpec) -> WorldSpec:
-    """Make `spec` available by its name (refused when another world has it); the members of its zoo
-    run with its ridge (ridge.register_zoo) unless the user gives one."""
+    """Make `spec` available by its name (refused when another world has it)."""
     if WORLDS.get(spec.name) is spec:
         return spec
     WORLDS.register(spec.name, spec)
-    register_zoo(spec.zoo, spec.name, spec.ridge_a, spec.ridge_b)
     return spec
 
 

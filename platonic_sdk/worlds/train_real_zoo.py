@@ -291,9 +291,8 @@ def build(out: Path, names: Sequence[str], stages: Sequence[str], progress: bool
     if "data" in stages:
         build_data(out / "data")
     manifest_path = out / MANIFEST
-    spec = world_spec("real")  # the world's ridge, for its members wherever the zoo is copied (ridge.ridge_rule)
-    _update_manifest(manifest_path, None, {}, world="real", world_seed=0, finetune=dict(FINETUNE),
-                     ridge={"world": spec.name, "ridge_a": spec.ridge_a, "ridge_b": spec.ridge_b},
+    settings = world_spec("real").settings()  # the world's, from its shipped zoo: its members carry them wherever copied
+    _update_manifest(manifest_path, None, {}, world="real", world_seed=0, finetune=dict(FINETUNE), settings=settings.record(),
                      pretrain=dict(PRETRAIN, templates=list(TEMPLATES), fashion_per_class=PRETRAIN_FASHION))
     members = {m.name: m for m in MEMBERS}
     world = RealWorld(seed=0)

@@ -92,9 +92,9 @@ def build(recipe: ZooRecipe, out: Path, names: Sequence[str], steps: int | None 
     corpus_size = corpus_size or recipe.corpus_size
     manifest_path = out / MANIFEST
     out.mkdir(parents=True, exist_ok=True)
-    spec = world_spec(recipe.name)  # the world's ridge, for its members wherever the zoo is copied (ridge.ridge_rule)
+    settings = world_spec(recipe.name).settings()  # the world's, from its shipped zoo: its members carry them wherever copied
     _update_manifest(manifest_path, None, {}, world=recipe.name, world_seed=world.seed, corpus_size=corpus_size,
-                     finetune=dict(recipe.finetune), ridge={"world": spec.name, "ridge_a": spec.ridge_a, "ridge_b": spec.ridge_b})
+                     finetune=dict(recipe.finetune), settings=settings.record())
     if "pretrain" in stages:
         t0 = time.perf_counter()
         corpus, captions = world.corpus(corpus_size)

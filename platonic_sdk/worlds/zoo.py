@@ -22,9 +22,8 @@ from ..errors import CheckpointError, PlatonicError
 from ..finetune.source import FineTuned
 from ..registry import load
 from .image import ZOO_DIR, ImageWorld
+from ..zoo_settings import MANIFEST, member_zoo
 from .pretrain import LossKind, PretrainConfig
-
-MANIFEST = "zoo.json"
 
 
 @attrs.frozen
@@ -114,16 +113,11 @@ def read_manifest(root: str | Path = ZOO_DIR) -> dict[str, Any]:
 def zoo_recipe(checkpoint: str | Path | None) -> tuple[dict[str, Any], Path] | None:
     """(fine-tune recipe, manifest path) when `checkpoint` is a member folder of a built zoo (its parent
     holds the zoo's manifest, which records the recipe the zoo's own fine-tunes used), else None."""
-    if checkpoint is None:
+    zoo = member_zoo(checkpoint)
+    if zoo is None:
         return None
-    folder = Path(checkpoint).expanduser()
-    path = folder.parent / MANIFEST
-    if not (folder.is_dir() and path.is_file()):
-        return None
-    manifest = read_manifest(folder.parent)
-    if folder.name not in manifest.get("members", {}) or "finetune" not in manifest:
-        return None
-    return dict(manifest["finetune"]), path
+    manifest = read_manifest(zoo)
+    return (dict(manifest["finetune"]), zoo / MANIFEST) if "finetune" in manifest else None
 
 
 def load_models(root: str | Path = ZOO_DIR, names: Sequence[str] | None = None, device: str | None = None) -> dict[str, Any]:

@@ -1,0 +1,147 @@
+"""A world's tuned settings are data in its zoo's manifest (issue 28 item 2), and a zoo member gets its
+world's ridge and LoRA recipe from there in Python and on the command line alike (issue 27 item 7)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import attrs
+import pytest
+import torch
+
+import platonic_sdk as ps
+from platonic_sdk import cli, ridge
+from platonic_sdk.errors import PlatonicError
+from platonic_sdk.transfer.lora import LoraRouteConfig, fit_lora, lora_recipe
+from platonic_sdk.worlds.image import ImageWorld
+from platonic_sdk.worlds.registry import world_names, world_spec
+from platonic_sdk.worlds.zoo import ZOO_DIR
+from platonic_sdk.zoo_settings import MANIFEST, member_settings, world_settings
+
+WORLD = ["--train-per-class", "4", "--test-per-class", "3", "--per-class", "2", "--quiet", "--no-cache"]
+SIZES = {"train_per_class": 4, "test_per_class": 3}
+QUICK = {"lr": 2e-3, "epochs": 1}  # the copied zoo's own recipe: one epoch (one step on a 6-probe grid)
+
+
+def run(cwd: Path, *argv: str) -> int:
+    """`platonic argv` through cli.main in `cwd`: its exit status."""
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        return cli.main(list(argv))
+    finally:
+        os.chdir(old)
+
+
+@pytest.fixture
+def copied(tmp_path):
+    """The image zoo's siglip member and manifest copied elsewhere, the copy's LoRA recipe edited to QUICK."""
+    zoo = tmp_path / "elsewhere" / "zoo"
+    shutil.copytree(ZOO_DIR / "siglip", zoo / "siglip")
+    manifest = json.loads((ZOO_DIR / MANIFEST).read_text())
+    manifest["settings"]["lora"] = QUICK
+    (zoo / MANIFEST).write_text(json.dumps(manifest))
+    return zoo
+
+
+def test_each_worlds_settings_are_its_zoos_manifest():
+    for name in world_names():
+        spec = world_spec(name)
+        settings = spec.settings()
+        record = json.loads((spec.zoo / MANIFEST).read_text())["settings"]
+        assert settings.world == name and settings.zoo == spec.zoo.resolve()
+        assert (settings.ridge_a, settings.ridge_b) == (record["ridge_a"], record["ridge_b"])
+        assert settings.lora == {**record["lora"], "ridge_b": record["ridge_b"]}  # the route's landmark ridge: the world's
+        assert (settings.addition_strength, settings.negation_strength) == (0.5, 1.0)
+        LoraRouteConfig(**settings.lora)  # every recorded field is a field of the recipe
+        world = spec.make(seed=0)
+        assert set(settings.controls) == set(world.controls) and not set(settings.controls) & set(world.transfer_tasks)
+        assert settings.record() == record  # what the zoo builders write back
+
+
+def test_a_copied_zoo_member_carries_its_worlds_ridge_and_lora_recipe(copied):
+    member = copied / "siglip"
+    image = world_spec("image").settings()
+    rule = ridge.ridge_rule(str(member))
+    assert rule[:2] == (image.ridge_a, image.ridge_b) and str(copied) in rule.why
+    target = ps.load("siglip", str(member))
+    bank = ps.OperatorBank(target)
+    assert (bank.ridge_a, bank.ridge_b) == (image.ridge_a, image.ridge_b)
+    config, why = lora_recipe(target.checkpoint)
+    assert attrs.asdict(config, recurse=False) == attrs.asdict(LoraRouteConfig(**QUICK, ridge_b=image.ridge_b), recurse=False)
+    assert why.startswith("the image world's LoRA recipe") and str(copied) in why
+    # the shipped zoo keeps its own recipe: the copy's edit changed only the copy
+    assert lora_recipe(str(ZOO_DIR / "siglip"))[0].lr == image.lora["lr"] != QUICK["lr"]
+
+
+def test_anything_but_a_listed_member_gets_the_papers_defaults(copied, tmp_path):
+    loose = tmp_path / "loose" / "siglip"
+    shutil.copytree(copied / "siglip", loose)  # the member without its manifest
+    (copied / "finetunes").mkdir()  # a folder of the zoo its manifest does not list
+    for checkpoint in (loose, copied / "finetunes", None, "google/siglip-base-patch16-224"):
+        assert member_settings(checkpoint) is None
+        assert ridge.ridge_rule(checkpoint)[:2] == (ridge.RIDGE_A, ridge.RIDGE_B)
+        config, why = lora_recipe(checkpoint)
+        assert config == LoraRouteConfig() and "defaults" in why
+
+
+def test_given_fields_win_and_unknown_ones_are_refused(copied):
+    config, why = lora_recipe(str(copied / "siglip"), {"lr": 1e-4, "max_steps": 7})
+    assert (config.lr, config.max_steps, config.epochs) == (1e-4, 7, QUICK["epochs"]) and why.endswith("with lr, max_steps given")
+    with pytest.raises(TypeError, match="unknown LoraRouteConfig field 'epoch' \\(did you mean 'epochs'\\?\\)"):
+        lora_recipe(str(copied / "siglip"), {"epoch": 3})
+
+
+@pytest.mark.parametrize("broken, words", [
+    (lambda s: s.pop("ridge_a"), "KeyError"),
+    (lambda s: s.update(ridge_b=-1.0), "ridge_b"),
+    (lambda s: s.update(addition_strength="0.5"), "addition_strength"),
+    (lambda s: s["lora"].update(ridge_b=0.1), "the LoRA route's landmark ridge is the world's ridge_b"),
+])
+def test_a_malformed_settings_record_is_refused_naming_the_manifest(copied, broken, words):
+    manifest = json.loads((copied / MANIFEST).read_text())
+    broken(manifest["settings"])
+    (copied / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(PlatonicError, match=f"{MANIFEST}: malformed `settings` record") as error:
+        world_settings(copied)
+    assert words in str(error.value)
+    with pytest.raises(PlatonicError, match="malformed"):  # a member is refused too, not silently given the paper's ridge
+        ridge.ridge_rule(str(copied / "siglip"))
+
+
+def test_a_manifest_without_settings_is_no_worlds_zoo(copied):
+    manifest = json.loads((copied / MANIFEST).read_text())
+    del manifest["settings"]
+    (copied / MANIFEST).write_text(json.dumps(manifest))
+    assert member_settings(copied / "siglip") is None
+    with pytest.raises(PlatonicError, match="records no world settings"):
+        world_settings(copied)
+
+
+def test_the_cli_and_python_fit_a_zoo_member_with_the_same_recipe(copied, capsys):
+    """`platonic edit --route lora` without --lora-* flags and `fit_lora` without a config both use the world's recipe."""
+    work = copied.parent
+    assert run(work, "utd", "--family", "clip", "--checkpoint", str(ZOO_DIR / "clip"), "--ft-checkpoint",
+               str(ZOO_DIR / "finetunes" / "clip" / "amber_shapes.safetensors"), "--task", "amber_shapes", *WORLD,
+               "-o", "amber.utd.safetensors") == 0
+    capsys.readouterr()
+    assert run(work, "edit", "--route", "lora", "--family", "siglip", "--checkpoint", str(copied / "siglip"),
+               "--add", "amber.utd.safetensors", "--strength", "0.5", *WORLD, "-o", "lora.safetensors") == 0
+    out = capsys.readouterr().out
+    expected, why = lora_recipe(str(copied / "siglip"), {"seed": 0})
+    assert f"with {why}: {json.dumps(expected.describe())}" in out
+
+    target = ps.load("siglip", str(copied / "siglip"))
+    utd = ps.UTD.load(work / "amber.utd.safetensors")
+    grid = ImageWorld(**SIZES).task("amber_shapes").grid(2, 0)
+    python = fit_lora(target, utd, [grid], progress=False).scaled(0.5)
+    cli_edit = ps.Edit.load(work / "lora.safetensors")
+    recipe = {k: v for k, v in expected.describe().items()}
+    assert {k: cli_edit.meta[k] for k in recipe} == {k: python.meta[k] for k in recipe} == recipe
+    assert cli_edit.meta["steps"] == python.meta["steps"] == 1  # the copied zoo's one epoch over its 6 probes
+    for name, (b, a) in python.factors.items():
+        got_b, got_a = cli_edit.factors[name]
+        assert torch.allclose(got_b @ got_a * cli_edit.lora_alpha, b @ a * python.lora_alpha, atol=1e-6)
