@@ -211,6 +211,7 @@ def build_parser() -> Parser:
     p.add_argument("--space", choices=SPACES, type=str.lower,
                    help=f"descriptor space of every descriptor-transferring method and study (default: {default(CellSettings, 'space')}; "
                         f"closed_form_<space> methods compare the others)")
+    _paper_option(p)
     _lora_options(p, "LoRA route", "the world's, else ")
     p.add_argument("--sweep-strengths", nargs="+", type=finite_float, help="strengths of the sweep (default: 0 to 2 in steps of 0.25)")
     p.add_argument("--sweep-cells", type=count, help=f"cells per kind in the strength sweep, evenly spaced ({default(ExperimentConfig, 'sweep_cells')}; 0: all)")
@@ -235,6 +236,9 @@ def build_parser() -> Parser:
                    help="run the OrthoReg study on this many tasks (0: off; 3 tasks: six fine-tunes, then every merging "
                         "method's addition and negation sweeps, about 3 CPU-minutes on one core)")
     _kind_options(p)
+    p.add_argument("--space", choices=SPACES, type=str.lower,
+                   help=f"descriptor space of the closed form and the studies (default: {default(CellSettings, 'space')})")
+    _paper_option(p)
     p.set_defaults(batch_size=256)
     p.set_defaults(func=commands.cmd_demo)
     return parser
@@ -254,6 +258,28 @@ def _kind_options(p: argparse.ArgumentParser) -> None:
                          ("anchor", "whose solves hold the probes of the transfer tasks that read other attributes in place")):
         p.add_argument(f"--{option}", choices=tuple(KIND_CHOICES), type=str.lower,
                        help=f"cell kinds {what} (default: {_kinds_name(default(CellSettings, option))})")
+
+
+# what --paper stands for: the paper's exact method (CellSettings.paper), as the flags that set it
+PAPER_FLAGS = {"space": "affinity", "centre": "none", "anchor": "none", "addition_strength": 0.5, "negation_strength": 1.0}
+
+
+def _paper_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--paper", action="store_true",
+                   help="the paper's exact method: affinity descriptor, no centring, no anchors, strengths 0.5 / 1.0 "
+                        "(CellSettings.paper(); refused beside the flags it sets)")
+
+
+def apply_paper(args: argparse.Namespace) -> None:
+    """--paper: set the flags of the paper's method (PAPER_FLAGS), refused beside any of them given."""
+    if not getattr(args, "paper", False):
+        return
+    given = [f"--{k.replace('_', '-')}" for k in (*PAPER_FLAGS, "strength_rule") if getattr(args, k, None) is not None]
+    if given:
+        raise PlatonicError(f"--paper sets the paper's method itself: drop {', '.join(given)}")
+    for key, value in PAPER_FLAGS.items():
+        if hasattr(args, key):
+            setattr(args, key, value)
 
 
 def _kinds_name(kinds: tuple[str, ...]) -> str:
@@ -376,6 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = apply_config(parser, argv, args)
         for plugin in args.plugin or ():
             load_plugin(plugin)
+        apply_paper(args)
         commands.check(args)
         if args.threads:
             import torch

@@ -1,6 +1,7 @@
 """Universal Task Descriptors and their composition algebra.
 
-A UTD is a P x M matrix of affinity changes on one task's grid; its shape never depends on the model.
+A UTD is a P x M matrix on one task's grid, its shape independent of the model: in the paper, the change of
+probe-to-prompt affinities ("affinity" space); by default, the default space `spaces.DEFAULT_SPACE` (docs/method.md sec. 15).
 A Composition is a formal signed sum of UTDs: terms on different grids stay separate terms.
 Descriptors in other spaces (`space`: probability, pseudo_label, confidence, blend; docs/method.md sec. 15)
 live on the same grids, compose, transfer and save the same way; descriptors of different spaces never mix.
@@ -68,13 +69,17 @@ def _space(_: Any, __: attrs.Attribute, value: str) -> None:
 
 @attrs.frozen(eq=False)
 class UTD:
-    """UTD[i, j] = <f_ft(x_i), g(p_j)> - <f_pre(x_i), g(p_j)> on grid `grid_id` of task `task`.
+    """A task descriptor: a P x M matrix on grid `grid_id` of task `task`, in descriptor space `space`.
+
+    `compute` gives it in the default space, `spaces.DEFAULT_SPACE` (docs/method.md sec. 15), unless told `space=`.
+    The paper's UTD is the "affinity" space, UTD[i, j] = <f_ft(x_i), g(p_j)> - <f_pre(x_i), g(p_j)>: pass
+    space="affinity" (the experiment runner: `CellSettings.paper()`, `platonic demo|grid --paper`).
 
     `space` says what the matrix measures (a registered DescriptorSpace, spaces.space; docs/method.md sec. 15): "affinity"
     (the paper's UTD above; a matrix given without a space), "probability" (softmax(s <f_ft, g>) -
     softmax(s <f_pre, g>)), "pseudo_label" ([argmax <f_ft, g> = j] - 1/M), "confidence" (the pseudo-label
     row times the fine-tuned model's top probability) or "blend" (the row-centred affinity UTD and the
-    confidence matrix at equal norms, summed; what `compute` gives by default); all but affinity scaled to
+    confidence matrix at equal norms, summed); all but affinity scaled to
     the affinity UTD's Frobenius norm.
     """
 
@@ -124,8 +129,8 @@ class UTD:
         space: str = DEFAULT_SPACE, logit_scale: float | None = None, provenance: Mapping[str, Any] | None = None,
     ) -> "UTD":
         """Descriptor of `ft` against `pre` (the text tower of `pre` gives the landmarks) in `space`
-        ("blend", the default, chosen in docs/method.md sec. 15; "affinity", the paper's UTD; "probability",
-        "pseudo_label", "confidence", or any space registered with spaces.register_space: see the class).
+        (default spaces.DEFAULT_SPACE, chosen in docs/method.md sec. 15; "affinity", the paper's UTD; "blend",
+        "probability", "pseudo_label", "confidence", or any space registered with spaces.register_space: see the class).
 
         `ft` is a fine-tuned encoder of the same family, or a change of `pre` applied while encoding and
         removed after: an `Edit`, or a peft LoRA adapter trained on `pre` (its folder, or a PeftModel).

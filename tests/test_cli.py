@@ -265,7 +265,7 @@ def test_grid_from_a_config_file(descriptors, capsys):
     assert set(summary["addition"]) == {"cells", "zero_shot", "closed_form", "lora"}
     assert summary["addition"]["lora"]["cells"] == 2 and summary["negation"]["lora"]["cells"] == 4  # capped at 8: every cell here
     assert summary["same_cells"]["lora"]["negation"]["lora"] == summary["negation"]["lora"]
-    assert "## ours, LoRA route vs closed form on the same addition cells (2 cells" in (work / "lora/report.md").read_text()
+    assert "## LoRA route vs closed form on the same addition cells (2 cells" in (work / "lora/report.md").read_text()
     (work / "bad.toml").write_text("[grid]\nalpah = 0.5\n")
     in_process(capsys, work, "grid", "alpah", "--config", "bad.toml", "--out", "run2")
     assert not (work / "run2").exists()

@@ -114,7 +114,7 @@ def test_demo_pipeline_end_to_end(tiny_setup, tmp_path) -> None:
     assert len(calls) == 2 and on_disk["addition"]["probe_hook"]["cells"] == 2
     text = (tmp_path / "report.md").read_text()
     for heading in ("## Two-task addition, cross-family", "## Negation, cross-family", "## Two-task addition, same-model",
-                    "## ours, LoRA route vs closed form on the same addition cells", "## Strength sweep", "## Accumulation",
+                    "## LoRA route vs closed form on the same addition cells", "## Strength sweep", "## Accumulation",
                     "## Held-out transfer", "## Per task", "| lora lr | 0.003 |", "| lora ridge_b | 0.5 |"):
         assert heading in text
     # the figures: at least four PNGs, each linked from report.md

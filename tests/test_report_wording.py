@@ -89,9 +89,9 @@ def test_every_method_shows_its_share_of_the_labelled_reference():
     header = next(line for line in add.splitlines() if line.startswith("| method"))
     assert header.split(" | ")[-2] == "share of labelled reference"
     rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[-2] for line in add.splitlines() if line.startswith("| ") and line != header}
-    assert rows["zero-shot"] == "-" and rows["ours, closed form"] == "38%" and rows["labelled reference (probe labels, not the method)"] == "-"
+    assert rows["zero-shot"] == "-" and rows["closed form"] == "38%" and rows["labelled reference (probe labels, not the method)"] == "-"
     neg = report.cells_section(s, "negation", "cross-family", 1.0)
-    assert "| ours, closed form | 30.00 | 66.00 | 66.00 | 50% | 2 |" in neg  # drop 20 of the reference's 40
+    assert "| closed form | 30.00 | 66.00 | 66.00 | 50% | 2 |" in neg  # drop 20 of the reference's 40
     assert "ceiling" not in add + neg
     del s["addition"]["label_reference"]  # without the reference, no column
     assert "share of labelled reference" not in report.cells_section(s, "addition", "cross-family", 0.5)
@@ -225,13 +225,13 @@ def test_the_frontier_figure_and_table_show_each_method_against_the_worst_set(dr
     assert neg["gain"] == [0.0, -5.0, -10.0] and neg["at_strength"] == pytest.approx([2.5, -10.0])
     text = report.frontier_section({"frontier": frontiers, "figures": {"frontier": "figures/frontier.png"}})
     assert "### Addition, cross-family" in text and "### Negation, cross-family" in text
-    assert "| ours, closed form, blend descriptors | 2 | 5.00 | 13.33 | 10.00 | 2.00 | c2 |" in text
+    assert "| closed form, blend descriptors | 2 | 5.00 | 13.33 | 10.00 | 2.00 | c2 |" in text
     assert text.endswith("![frontier](figures/frontier.png)")
     plots.frontier_curves(frontiers, tmp_path / "frontier.png")
     (fig, path), = figures
     first, second = fig.axes
     assert [line.get_label() for line in first.lines if not line.get_label().startswith("_")][:2] == [
-        "ours, closed form, blend descriptors", "closed form, affinity descriptors"]
+        "closed form, blend descriptors", "closed form, affinity descriptors"]
     assert first.lines[0].get_color() == second.lines[0].get_color()  # one colour per method in every panel
     legend = fig.legends[0].get_window_extent()
     assert not any(legend.overlaps(ax.get_window_extent()) for ax in fig.axes)

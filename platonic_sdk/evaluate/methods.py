@@ -107,7 +107,7 @@ register_method("zero_shot", zero_shot, "zero-shot")
 register_method("random_utd", random_utd, "Random-UTD")
 register_method("single_a", single(0), "single A", kinds=("addition",))
 register_method("single_b", single(1), "single B", kinds=("addition",))
-register_method("closed_form", closed_form, "ours, closed form")
+register_method("closed_form", closed_form, "closed form")  # reports add the run's space (report.method_label)
 for _space in SPACES:  # closed_form_affinity, closed_form_probability, closed_form_pseudo_label, closed_form_confidence
     register_method(f"closed_form_{_space}", closed_form_in(_space), f"closed form, {_space.replace('_', '-')} descriptors")
 register_method("oracle", oracle, "oracle (own UTD)")
@@ -115,7 +115,7 @@ register_method("weight_space", merged_weight_space("task_arithmetic"), "weight-
 for _merge in merge_methods():  # every merging method, its strength chosen on validation: weight_space_ties, ...
     register_method(f"weight_space_{_merge}", chosen_weight_space(_merge),
                     f"weight space, {merge_method(_merge).description} (strength on validation)")
-register_method("lora", lora, "ours, LoRA route", max_cells=8, sweep=lora_sweep)
+register_method("lora", lora, "LoRA route", max_cells=8, sweep=lora_sweep)
 register_method("alignment", alignment("procrustes"), "alignment baseline, Procrustes map (not the method)")
 register_method("alignment_lstsq", alignment("lstsq"), "alignment baseline, least-squares map (not the method)")
 register_method("label_reference", label_reference, "labelled reference (probe labels, not the method)")

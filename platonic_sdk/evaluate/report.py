@@ -290,15 +290,16 @@ def reference_share(entry: Mapping[str, Any], name: str, kind: str) -> float | N
     return moved(name) / whole if whole else None
 
 
-def _method_rows(entry: dict[str, Any], kind: str, controls: Sequence[str]) -> list[list[Any]]:
+def _method_rows(entry: dict[str, Any], kind: str, controls: Sequence[str], space: str | None = None) -> list[list[Any]]:
     names = [m for m in entry if isinstance(entry[m], dict)]
     shares = "label_reference" in names and "zero_shot" in names
-    return [[METHODS[m].label if m in METHODS else m, *(entry[m][s] for s in SLOTS[kind]),
+    return [[method_label(m, space), *(entry[m][s] for s in SLOTS[kind]),
              *(entry[m]["controls"].get(c) for c in controls), entry[m]["control"],
              *([percent(reference_share(entry, m, kind))] if shares else []), entry[m]["cells"]] for m in names]
 
 
-def cells_section(summary: dict[str, Any], kind: str, group: str, strength: float) -> str:
+def cells_section(summary: dict[str, Any], kind: str, group: str, strength: float, space: str | None = None) -> str:
+    """A kind and group's table of methods; the closed form is named by the run's descriptor `space`."""
     entry = summary[group_key(kind, group)]
     controls = list(dict.fromkeys(c for m in entry.values() if isinstance(m, dict) for c in m["controls"]))
     title = "Two-task addition" if kind == "addition" else "Negation"
@@ -307,13 +308,13 @@ def cells_section(summary: dict[str, Any], kind: str, group: str, strength: floa
     moved = "gain on tasks A and B" if kind == "addition" else "removed-task drop"
     return (f"## {title}, {group}, strength {strength:g} ({plural(entry['cells'], 'cell')})\n\n"
             + table(["method", *(SLOT_NAMES[s] for s in SLOTS[kind]), *controls, "control mean",
-                     *(["share of labelled reference"] if shares else []), "cells"], _method_rows(entry, kind, controls))
+                     *(["share of labelled reference"] if shares else []), "cells"], _method_rows(entry, kind, controls, space))
             + (f"\n\nShare of labelled reference: each method's {moved} over the labelled reference's (same cells' zero-shot)."
                if shares else "")
             + (f"\n\nStrengths chosen on validation (mean over cells): {'; '.join(chosen)}." if chosen else ""))
 
 
-def same_cells_sections(summary: dict[str, Any], strengths: Mapping[str, str]) -> list[str]:
+def same_cells_sections(summary: dict[str, Any], strengths: Mapping[str, str], space: str | None = None) -> list[str]:
     out = []
     for name, by_key in summary.get("same_cells", {}).items():
         for key, entry in by_key.items():
@@ -321,7 +322,7 @@ def same_cells_sections(summary: dict[str, Any], strengths: Mapping[str, str]) -
             label = METHODS[name].label if name in METHODS else name
             out.append(f"## {label} vs closed form on the same {key.replace('_', ' ')} cells ({plural(entry['cells'], 'cell')}, both at "
                        f"{strengths[kind]})\n\n" + table(["method", *(SLOT_NAMES[s] for s in SLOTS[kind]), "control"],
-                                                         [[METHODS[m].label, *(entry[m][s] for s in (*SLOTS[kind], "control"))]
+                                                         [[method_label(m, space), *(entry[m][s] for s in (*SLOTS[kind], "control"))]
                                                           for m in ("zero_shot", "closed_form", name) if m in entry]))
     return out
 
@@ -523,10 +524,10 @@ def render(summary: dict[str, Any], title: str = "platonic grid", studies: Mappi
         parts.append(similarity_section(summary))
     for kind, group in ORDER:
         if group_key(kind, group) in summary:
-            parts.append(cells_section(summary, kind, group, settings[f"{kind}_strength"])
+            parts.append(cells_section(summary, kind, group, settings[f"{kind}_strength"], settings.get("space"))
                          + (_said(summary, kind) if group == "cross-family" else "")
                          + (_figure(summary, "scatter") if kind == "addition" and group == "cross-family" else ""))
-    parts += same_cells_sections(summary, strengths)
+    parts += same_cells_sections(summary, strengths, settings.get("space"))
     if any(r["method"] == "closed_form" for r in studies.get("sweep") or ()):
         parts.append(sweep_section(studies["sweep"], summary))
     if summary.get("frontier"):

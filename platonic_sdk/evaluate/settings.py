@@ -8,6 +8,7 @@ import attrs
 
 from ..errors import PlatonicError, check_strength
 from ..spaces import DEFAULT_SPACE, SPACES, check_space
+from ..strength import check_strength_rule
 from .registry import method
 
 KINDS = ("addition", "negation")
@@ -41,7 +42,12 @@ class CellSettings:
     `centre` lists the kinds whose descriptors are row-centred before the solve (UTD.centred); `anchor`
     the kinds whose solves hold the probes of the transfer tasks that read other attributes in place
     (Workspace.anchor_tasks; OperatorBank.operator's anchors); `space` is the descriptor space every
-    descriptor-transferring method and study reads (spaces.SPACES; docs/method.md sec. 15)."""
+    descriptor-transferring method and study reads (spaces.SPACES; docs/method.md sec. 15); `strength_rule`
+    (None: the fixed strengths) is the rule with which the closed-form cell methods (closed_form,
+    closed_form_<space>) choose each cell's strength from the target, the cell's descriptors and the other
+    transfer tasks' unlabelled probes instead of addition_strength / negation_strength (strength.strength_rule;
+    "auto" is recorded as the default rule's name; docs/method.md sec. 17). Every other method keeps the fixed
+    strengths, and the strength sweep fixes each swept one."""
 
     addition_strength: float = attrs.field(default=0.5, converter=check_strength)
     negation_strength: float = attrs.field(default=1.0, converter=check_strength)
@@ -51,6 +57,15 @@ class CellSettings:
     centre: tuple[str, ...] = attrs.field(default=DEFAULT_CENTRE, converter=tuple, validator=_cell_kinds)
     anchor: tuple[str, ...] = attrs.field(default=DEFAULT_ANCHOR, converter=tuple, validator=_cell_kinds)
     space: str = attrs.field(default=DEFAULT_SPACE, converter=check_space)
+    strength_rule: str | None = attrs.field(default=None, converter=attrs.converters.optional(check_strength_rule))
+
+    @classmethod
+    def paper(cls, lora: Mapping[str, Any] | None = None, seed: int = 0) -> "CellSettings":
+        """The paper's exact method (`platonic demo|grid --paper`): the affinity UTD (docs/method.md sec. 2), no
+        row-centring, no anchors, fixed strengths 0.5 on addition cells and 1.0 on negation cells; `lora` and
+        `seed` as in the constructor."""
+        return cls(addition_strength=0.5, negation_strength=1.0, lora=lora or {}, seed=seed, centre=(), anchor=(),
+                   space="affinity", strength_rule=None)
 
     def centres(self, kind: str) -> bool:
         """Whether cells of `kind` transfer row-centred descriptors."""
