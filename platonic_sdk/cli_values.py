@@ -13,6 +13,7 @@ from typing import Any
 
 from .errors import PlatonicError
 from .evaluate.settings import KIND_CHOICES
+from .strength import check_strength_rule
 
 
 def device(value: str) -> str:
@@ -63,6 +64,19 @@ def count(value: str) -> int:
 def finite_float(value: str) -> float:
     """A real number, not NaN or infinite."""
     return _number(value, float, lambda x: True, "a finite number")
+
+
+def strength_or_rule(value: str) -> float | str:
+    """A finite number, or a strength rule that chooses it: "auto" (the default rule) or a rule's name, returned
+    as the rule's own name (strength.check_strength_rule)."""
+    try:
+        float(value)
+    except ValueError:
+        try:
+            return check_strength_rule(value)
+        except PlatonicError as exc:
+            raise argparse.ArgumentTypeError(f"must be a finite number or a strength rule: {exc}") from None
+    return finite_float(value)
 
 
 def positive_float(value: str) -> float:

@@ -78,6 +78,9 @@ def _check_edit(args: argparse.Namespace) -> None:
             raise PlatonicError("--ridge-a is the closed form's; the LoRA route takes the landmark ridge --ridge-b")
     elif args.adapter_dir:
         raise PlatonicError("--adapter-dir is written by --route lora")
+    if isinstance(args.strength, str) and (args.bank or args.route == "lora"):
+        raise PlatonicError(f"--strength {args.strength} reads the target's probes on the descriptors' grids: it takes descriptor "
+                            "files and the closed form (a --bank file holds no probes; --route lora takes a number)")
     if args.bank and (args.ridge_a is not None or args.ridge_b is not None):
         raise PlatonicError("--bank holds operators already solved with the ridge it records; "
                             "--ridge-a / --ridge-b apply where the bank is built (platonic bank)")
@@ -415,6 +418,9 @@ def _fitted_edit(terms: list[tuple[str, float]], target, args: argparse.Namespac
     bank = _bank_of(target, args)
     for grid in grids.values():
         bank.add_grid(grid)
+    if isinstance(args.strength, str):  # a strength rule also reads the probes of the other --task tasks' grids
+        for name in set(tasks) - {utd.task for utd in descriptors.values()}:
+            bank.add_grid(_grid_of(tasks[name], args))
     return bank.edit(composition, args.strength)
 
 

@@ -132,7 +132,7 @@ def test_failed_edits_change_nothing(setup, tmp_path):
 
 def test_edit_file_round_trip(setup, tmp_path):
     encoder, grid, bank, state, utd = setup
-    edit = bank.edit(utd, strength=0.5, note="round trip")
+    edit = bank.edit(utd, strength=0.5, meta={"note": "round trip"})
     edit.save(tmp_path / "edit.safetensors")
     loaded = ps.Edit.load(tmp_path / "edit.safetensors")
     assert isinstance(loaded, ps.OperatorEdit) and loaded.strength == 0.5 and loaded.meta["note"] == "round trip"

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Bottom to top; a module belongs to the layer of its longest listed prefix (docs/architecture.md, Layers).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("errors", "atomic", "progress", "version", "lazy", "named_registry", "io", "zoo_settings", "ridge", "spaces", "linalg")),
+    ("base", ("errors", "atomic", "progress", "version", "lazy", "named_registry", "io", "zoo_settings", "ridge", "spaces", "strength", "linalg")),
     ("protocol", ("protocol", "stack", "binding")),
     ("tasks and data", ("items", "tasks", "data")),
     ("family adapters", ("adapters", "registry")),

@@ -10,6 +10,7 @@ import attrs
 
 from ..named_registry import NamedRegistry
 from ..spaces import SPACES
+from ..strength import STRENGTH_RULES
 
 MethodFn = Callable[..., "Mapping[str, float] | None"]  # fn(workspace, cell, settings) -> {evaluation set: accuracy}
 # sweep(workspace, cell, settings, strengths) -> [{evaluation set: accuracy} at each strength], or None where it does not apply
@@ -35,7 +36,8 @@ class CellMethod:
 # its weight_space_<name> method when that module loads)
 _BUILTIN_NAMES = ("zero_shot", "random_utd", "single_a", "single_b", "closed_form", "oracle", "weight_space",
                   *(f"weight_space_{m}" for m in ("task_arithmetic", "ties", "dare", "tsv", "iso_c")), "lora", "label_reference",
-                  *(f"closed_form_{s}" for s in SPACES), "alignment", "alignment_lstsq")
+                  *(f"closed_form_{s}" for s in SPACES), *(f"closed_form_strength_{r}" for r in STRENGTH_RULES), "alignment",
+                  "alignment_lstsq")
 METHODS: NamedRegistry[CellMethod] = NamedRegistry("cell method", listing="registered", replaceable=False,
                                                    lazy=dict.fromkeys(_BUILTIN_NAMES, BUILTIN))
 

@@ -70,7 +70,7 @@ def strength_sweep(ws: Workspace, cells: Sequence[Cell], strengths: Sequence[flo
 def sweep_method(ws: Workspace, cell: Cell, settings: CellSettings, name: str, strengths: Sequence[float]) -> list[dict[str, float]] | None:
     """Method `name`'s accuracies on the cell at each strength (None where it does not apply to the cell)."""
     m = method(name)
-    at = [attrs.evolve(settings, addition_strength=c, negation_strength=c) for c in strengths]
+    at = [attrs.evolve(settings, addition_strength=c, negation_strength=c, strength_rule=None) for c in strengths]  # fixed
     if m.sweep is not None:
         return m.sweep(ws, cell, settings, [float(c) for c in strengths])
     first = m.fn(ws, cell, at[0]) if at else None

@@ -20,11 +20,12 @@ from torch import Tensor
 from ..binding import Target
 from ..descriptor import UTD, Composition
 from ..edits.edit import OperatorEdit
-from ..errors import GridMismatchError
+from ..errors import GridMismatchError, PlatonicError, check_strength
 from ..features import landmarks, site_features
 from ..linalg import AnchoredSolver, RidgeSolver, anchored_solver, edited_embeddings, ridge_solver, unit_rows
 from ..protocol import DualEncoder
 from ..ridge import ridge_rule
+from ..strength import AUTO, ProbeGrid, fixed_or_rule, strength_rule
 from ..tasks import Grid, anchor_grids
 from .saved_bank import SavedBank
 
@@ -139,10 +140,34 @@ class OperatorBank:
             out[ids] = ops
         return out
 
-    def edit(self, descriptor: UTD | Composition, strength: float = 0.5, centre: bool = False, anchors: Sequence[Grid] = (),
-             **meta: Any) -> OperatorEdit:
+    def probe_grid(self, grid_id: str, target: Tensor | None = None) -> ProbeGrid:
+        """What a strength rule reads of an added grid: its site inputs, raw embeddings and landmarks, and
+        `target`, the descriptor an edit should realise there (None: a grid whose probes should not move)."""
+        state = self.state(grid_id)
+        return ProbeGrid(state.site_inputs, state.raw_embeddings, state.landmarks, target)
+
+    def chosen_strength(self, descriptor: UTD | Composition, operator: Tensor, rule: str = AUTO, centre: bool = False,
+                        others: Sequence[Grid] | None = None) -> float:
+        """The strength at which `rule` (strength.strength_rule; "auto": the default rule) folds `operator` as
+        the edit of `descriptor`: it reads the descriptor on its grids (row-centred with `centre`, as the
+        operator was solved) and the unlabelled probes of `others` (None: every other grid added to this bank)."""
+        composition = Composition.of(descriptor)
+        terms = (composition.centred() if centre else composition).by_grid()
+        task = [self.probe_grid(grid_id, target) for grid_id, (_, target) in terms.items()]
+        states = [self.add_grid(g) for g in others] if others is not None else list(self._grids.values())
+        held = [self.probe_grid(s.grid.identity) for s in states if s.grid.identity not in terms]
+        return check_strength(strength_rule(rule).choose(operator, task, held), f"the strength chosen by rule {rule!r}")
+
+    def edit(self, descriptor: UTD | Composition, strength: float | str = 0.5, centre: bool = False, anchors: Sequence[Grid] = (),
+             meta: Mapping[str, Any] | None = None) -> OperatorEdit:
         """A deployable edit folding `descriptor`'s operator at `strength` (`centre`: of its row-centred terms;
-        `anchors`: grids whose probes must not move)."""
+        `anchors`: grids whose probes must not move; `meta`: free metadata stored with the edit).
+
+        `strength` is a number, or a strength rule that chooses it from the target, the descriptor and the
+        probes of this bank's other grids (`"auto"`: the default rule, strength.DEFAULT_STRENGTH_RULE;
+        or a rule's name; `chosen_strength`). The edit's meta then records `strength_rule`: the rule, the
+        strength it chose and the grids it read."""
+        chosen = fixed_or_rule(strength)
         composition = Composition.of(descriptor)
         anchors = anchor_grids(composition.by_grid(), anchors)
         info = {
@@ -155,9 +180,18 @@ class OperatorBank:
             "anchors": [{"task": a.task, "grid_id": a.identity} for a in anchors],
             "space": composition.space,
             "terms": [{"task": t.utd.task, "grid_id": t.utd.grid_id, "coef": t.coef, "provenance": t.utd.provenance} for t in composition],
-            **meta,
         }
-        return OperatorEdit(self.operator(composition, centre, anchors), strength, self.site_kind, info, self.binding)
+        taken = sorted(set(meta or {}) & {*info, "strength_rule"})
+        if taken:
+            raise PlatonicError(f"meta keys {', '.join(map(repr, taken))} are recorded by the bank itself; name them otherwise")
+        info = {**(meta or {}), **info}
+        A = self.operator(composition, centre, anchors)
+        if isinstance(chosen, str):
+            value = self.chosen_strength(composition, A, chosen, centre)
+            read = [{"task": s.grid.task, "grid_id": gid} for gid, s in self._grids.items()]
+            info["strength_rule"] = {"rule": chosen, "strength": value, "grids": read}
+            chosen = value
+        return OperatorEdit(A, chosen, self.site_kind, info, self.binding)
 
     def objective(self, composition: Composition, A: Tensor, strength: float) -> float:
         """Transfer loss L(E) of docs/method.md sec. 3 for the folded edit (`strength` A), measured on the cached grids."""

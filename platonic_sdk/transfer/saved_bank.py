@@ -70,7 +70,11 @@ class SavedBank:
                    meta["target_checkpoint"], Target.from_record(meta.get("target")), meta.get("ridge_why"))
 
     def edit(self, terms: Sequence[tuple[str, float]], strength: float = 0.5) -> OperatorEdit:
-        """The edit folding sum_l c_l A_l at `strength`, for (label, c_l) terms."""
+        """The edit folding sum_l c_l A_l at `strength`, for (label, c_l) terms. A strength rule ("auto") reads the
+        target's probes, which a bank file does not hold: it is refused (OperatorBank.edit takes it)."""
+        if isinstance(strength, str):
+            raise PlatonicError(f"strength={strength!r} reads the target's probes, which a saved bank does not hold; give a number, "
+                                "or build the edit with OperatorBank(target).edit(descriptor, strength=...)")
         missing = [n for n, _ in terms if n not in self.operators]
         if missing or not terms:
             raise PlatonicError(f"the bank has no operator(s) {missing or '(no terms given)'}; it holds {', '.join(self.operators)}")

@@ -1,0 +1,104 @@
+"""Strength rules as plug-ins (docs/method.md sec. 17): the strength of an edit chosen without labels.
+
+A rule reads only the target's view of the bank's grids: on the grids of the edit's terms, the site
+inputs S, raw embeddings Z, unit landmarks G and the descriptor U the edit is asked to realise there; on
+every other grid of the bank, S, Z and G alone (unlabelled probes, no descriptor). No label, control set
+or test item enters. `register_strength_rule` adds one; `strength_rule(name)` finds it; the strength
+"auto" means the rule named by DEFAULT_STRENGTH_RULE. Built in, one module each:
+
+    least_squares           c = sum_T w <dU, U> / sum_T w ||dU||^2 (first-order fit on the task grids alone)
+    least_squares_off_task  c = sum_T w <dU, U> / (sum_T w ||dU||^2 + sum_O w ||dU||^2), the other grids held at 0
+    prediction_share        the least c whose share of changed task predictions reaches the share U implies
+
+dU is the target's first-order change of its probe-prompt affinities per unit strength
+(linalg.first_order_change), T the edit's grids, O the bank's other grids, w = 1/M per grid.
+This module is light (no torch): the command line checks rule names against it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import numbers
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import attrs
+
+from ..errors import PlatonicError, check_strength
+from ..named_registry import NamedRegistry
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+STRENGTH_RULES = ("least_squares", "least_squares_off_task", "prediction_share")  # the built-in rules, one module each
+DEFAULT_STRENGTH_RULE = "least_squares_off_task"  # what strength="auto" runs (docs/method.md sec. 17)
+AUTO = "auto"
+
+
+@attrs.frozen(eq=False)
+class ProbeGrid:
+    """The target's unedited view of one grid: site inputs S (P x q), raw embeddings Z (P x d), landmarks G
+    (M x d; unit rows are taken), and `target`, the P x M descriptor the edit should realise there (None on
+    a grid outside the edit, whose probes should not move)."""
+
+    site_inputs: "Tensor"
+    raw_embeddings: "Tensor"
+    landmarks: "Tensor"
+    target: "Tensor | None" = None
+
+
+# fn(operator A (d x q), the edit's grids, the bank's other grids) -> the strength c >= 0
+RuleFn = Callable[["Tensor", Sequence[ProbeGrid], Sequence[ProbeGrid]], float]
+
+
+@attrs.frozen
+class StrengthRule:
+    """A strength rule: `choose(A, task, others)` returns the strength at which to fold the operator A."""
+
+    name: str
+    choose: RuleFn
+    summary: str = ""
+
+
+_REGISTRY: NamedRegistry[StrengthRule] = NamedRegistry(
+    "strength rule", listing="the rules are", lazy={name: f"{__name__}.{name}" for name in STRENGTH_RULES})
+
+
+def register_strength_rule(rule: StrengthRule, *, replace: bool = False) -> StrengthRule:
+    """Register `rule` under its name (a taken name is refused unless `replace`); returns it."""
+    if not isinstance(rule, StrengthRule):
+        raise TypeError(f"register_strength_rule takes a StrengthRule, got {type(rule).__name__}")
+    if rule.name == AUTO:
+        raise PlatonicError(f"{AUTO!r} names the default rule ({DEFAULT_STRENGTH_RULE}); register the rule under its own name")
+    return _REGISTRY.register(rule.name, rule, replace=replace)
+
+
+def strength_rule_names() -> list[str]:
+    """The built-in rules' names, then the registered ones."""
+    return _REGISTRY.names()
+
+
+def check_strength_rule(value: object) -> str:
+    """The rule that `value` names ("auto": DEFAULT_STRENGTH_RULE), nothing loaded; else PlatonicError listing them."""
+    if not isinstance(value, str):
+        raise PlatonicError(f"a strength rule is named by a string, got {value!r}; the rules are {AUTO}, {', '.join(strength_rule_names())}")
+    return DEFAULT_STRENGTH_RULE if value == AUTO else _REGISTRY.check(value, note=f" (or {AUTO!r}: {DEFAULT_STRENGTH_RULE})")
+
+
+def strength_rule(name: str) -> StrengthRule:
+    """The rule `name` ("auto": the default; the built-in rules load together on first use), or check_strength_rule's error."""
+    found = check_strength_rule(name)
+    if found not in _REGISTRY:
+        for module in dict.fromkeys(_REGISTRY.lazy.values()):
+            importlib.import_module(module)
+    return _REGISTRY[found]
+
+
+def fixed_or_rule(value: object, what: str = "strength") -> float | str:
+    """`value` as a fixed strength (a finite real number) or the name of the rule it picks ("auto" or a rule's
+    name, returned as the rule's own name); PlatonicError in `what`'s words otherwise."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return check_strength(value, what)
+    if isinstance(value, str):
+        return check_strength_rule(value)
+    raise PlatonicError(f"{what} must be a finite real number or a strength rule ({AUTO}, {', '.join(strength_rule_names())}), "
+                        f"got {value!r}")
