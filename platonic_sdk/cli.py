@@ -17,7 +17,7 @@ from typing import Iterator, Sequence
 from . import commands
 from .cli_values import (
     config_tables, config_value, count, device, finite_float, fraction, non_negative_float, output_dir, output_file,
-    positive_float, positive_int,
+    positive_float, positive_int, strength_or_rule,
 )
 from .demo import demo_config
 from .errors import PlatonicError
@@ -167,7 +167,9 @@ def build_parser() -> Parser:
     p.add_argument("--add", action="append", metavar="NAME", help="add a task: UTD file, or bank entry with --bank")
     p.add_argument("--negate", action="append", metavar="NAME", help="remove a task (coefficient -1)")
     p.add_argument("--term", action="append", metavar="NAME=COEF", help="a term with any coefficient")
-    p.add_argument("--strength", type=finite_float, default=0.5, help="strength folded into the model (0.5)")
+    p.add_argument("--strength", type=strength_or_rule, default=0.5,
+                   help="strength folded into the model (0.5), or auto: chosen from the target and the probes of the descriptors' "
+                        "grids by the default strength rule, or a rule's name (docs/method.md sec. 17)")
     p.add_argument("-o", "--output", type=output_file, metavar="FILE", help="where to write the edit (.safetensors)")
     p.add_argument("--save-model", type=output_dir, metavar="DIR", help="also save the edited checkpoint with the family's save "
                    "(with --bank: of the bank's target unless --family/--checkpoint say otherwise)")

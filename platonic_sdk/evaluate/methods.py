@@ -11,7 +11,9 @@ route fitted to the cell's composition, capped at 8 cells per kind and group: it
 label_reference (label_reference.py: the closed form fed probe-label descriptors, a labelled reference).
 Settings' `centre` kinds transfer row-centred descriptors in every solving method, and its `space` is the
 descriptor space they transfer (docs/method.md sec. 15); closed_form_<space> runs the closed form in one space
-whatever the settings say (closed_form_affinity, _probability, _pseudo_label, _confidence). alignment /
+whatever the settings say (closed_form_affinity, _probability, _pseudo_label, _confidence). Settings' `strength_rule`
+has the closed form choose each cell's strength without labels (rule_strength; docs/method.md sec. 17), and
+closed_form_strength_<rule> runs it at one rule's strength whatever the settings say. alignment /
 alignment_lstsq (alignment.py): the representation-alignment baseline, a Procrustes or least-squares map of the
 probe embeddings carrying the source's embedding change (docs/method.md sec. 16).
 A new method is one function plus `register_method` (registry.py; docs/architecture.md shows an example).
@@ -23,11 +25,13 @@ import time
 from typing import Any, Sequence
 
 import attrs
+from torch import Tensor
 
 from ..edits.lora_edit import LoraEdit
 from ..finetune.weightspace import merge_method, merge_methods
 from ..linalg import unit_rows
 from ..spaces import SPACES
+from ..strength import STRENGTH_RULES
 from ..transfer.lora import LoraRouteConfig, fit_lora
 from .alignment import alignment
 from .cells import Cell, cell_solve, eval_names, folded, signed_strength  # noqa: F401  (eval_names: for cell methods)
@@ -43,8 +47,29 @@ def zero_shot(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, fl
 
 
 def closed_form(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
-    return folded(ws, cell, settings, [ws.operator(cell.target, s, t, **cell_solve(ws, cell, settings, t))
-                                       for s, t in zip(cell.sources, cell.tasks)])
+    """sign * sum_l A(U_l) folded at the cell's strength: the settings' fixed one, or the one their strength_rule chooses."""
+    ops = [ws.operator(cell.target, s, t, **cell_solve(ws, cell, settings, t)) for s, t in zip(cell.sources, cell.tasks)]
+    if settings.strength_rule is None:
+        return folded(ws, cell, settings, ops)
+    A = signed_strength(cell, settings)[0] * sum(ops)
+    return ws.accuracies(cell.target, eval_names(ws, cell), A, rule_strength(ws, cell, settings, A))
+
+
+def rule_strength(ws: Workspace, cell: Cell, settings: CellSettings, A: Tensor) -> float:
+    """The strength settings.strength_rule chooses for folding the cell's operator A (OperatorBank.chosen_strength):
+    it reads the cell's signed descriptors (row-centred where the kind centres) on the target's grids of the cell's
+    tasks, and the unlabelled probes of the other transfer tasks' grids; never a label, a control set or a test item."""
+    sign = signed_strength(cell, settings)[0]
+    terms = [sign * ws.descriptor(source, task, settings.space) for source, task in zip(cell.sources, cell.tasks)]
+    others = [ws.grid_state(cell.target, t).grid for t in ws.transfer_tasks if t not in cell.tasks]
+    return ws.bank(cell.target).chosen_strength(sum(terms[1:], terms[0]), A, settings.strength_rule, settings.centres(cell.kind), others)
+
+
+def closed_form_at(rule: str) -> MethodFn:
+    """The closed form at the strength `rule` chooses per cell, whatever the settings' rule (closed_form_strength_<rule>)."""
+    def fn(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
+        return closed_form(ws, cell, attrs.evolve(settings, strength_rule=rule))
+    return fn
 
 
 def closed_form_in(space: str) -> MethodFn:
@@ -110,6 +135,8 @@ register_method("single_b", single(1), "single B", kinds=("addition",))
 register_method("closed_form", closed_form, "closed form")  # reports add the run's space (report.method_label)
 for _space in SPACES:  # closed_form_affinity, closed_form_probability, closed_form_pseudo_label, closed_form_confidence
     register_method(f"closed_form_{_space}", closed_form_in(_space), f"closed form, {_space.replace('_', '-')} descriptors")
+for _rule in STRENGTH_RULES:  # closed_form_strength_least_squares, _least_squares_off_task (the "auto" rule), _prediction_share
+    register_method(f"closed_form_strength_{_rule}", closed_form_at(_rule), f"closed form, strength by rule {_rule}")
 register_method("oracle", oracle, "oracle (own UTD)")
 register_method("weight_space", merged_weight_space("task_arithmetic"), "weight-space task arithmetic")
 for _merge in merge_methods():  # every merging method, its strength chosen on validation: weight_space_ties, ...
