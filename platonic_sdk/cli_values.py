@@ -110,7 +110,8 @@ def output_dir(value: str) -> str:
 
 # option types that take a TOML number; every other option takes a string
 NUMBERS = {int: "an integer", float: "a number", positive_int: "a positive integer", count: "a whole number",
-           finite_float: "a number", positive_float: "a positive number", non_negative_float: "a number", fraction: "a fraction"}
+           finite_float: "a number", positive_float: "a positive number", non_negative_float: "a number", fraction: "a fraction",
+           strength_or_rule: "a number or a strength rule"}
 
 
 def _toml_kind(value: Any) -> str:
