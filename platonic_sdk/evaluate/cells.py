@@ -2,7 +2,8 @@
 
 A cell is one composition on one target; the registered cell methods (methods.py) evaluate it, the
 runner (experiment.py) records it. `folded` is what every solving method ends with: sign * sum of its
-operators folded into the target at the cell's strength, accuracies on the cell's evaluation sets.
+operators folded into the target at the cell's strength, accuracies on the cell's evaluation sets
+(`rule_folded`: at the strength the settings' strength rule chooses, for the methods that transfer descriptors).
 """
 
 from __future__ import annotations
@@ -138,3 +139,17 @@ def folded(ws: Workspace, cell: Cell, settings: CellSettings, ops: Sequence[Tens
     """Accuracies with sign * sum(ops) folded at the cell's strength (+addition_strength, -negation_strength)."""
     sign, strength = signed_strength(cell, settings)
     return ws.accuracies(cell.target, eval_names(ws, cell), sign * sum(ops), strength)
+
+
+def rule_folded(ws: Workspace, cell: Cell, settings: CellSettings, ops: Sequence[Tensor], descriptors: Sequence[Any]) -> dict[str, float]:
+    """`folded`, or under settings.strength_rule the operator A = sign * sum(ops) folded at the strength the rule
+    chooses for it as the edit of sign * sum(descriptors) (one per term, solved into `ops`; OperatorBank.chosen_strength):
+    the rule reads those descriptors (row-centred where the kind centres) on the target's grids of the cell's tasks and
+    the unlabelled probes of the other transfer tasks' grids; never a label, a control set or a test item."""
+    if settings.strength_rule is None:
+        return folded(ws, cell, settings, ops)
+    sign = signed_strength(cell, settings)[0]
+    A, terms = sign * sum(ops), [sign * d for d in descriptors]
+    others = [ws.grid_state(cell.target, t).grid for t in ws.transfer_tasks if t not in cell.tasks]
+    strength = ws.bank(cell.target).chosen_strength(sum(terms[1:], terms[0]), A, settings.strength_rule, settings.centres(cell.kind), others)
+    return ws.accuracies(cell.target, eval_names(ws, cell), A, strength)

@@ -16,7 +16,7 @@ import torch
 from ..descriptor import UTD
 from ..errors import ShapeError
 from ..tasks import Grid
-from .cells import Cell, cell_solve, folded
+from .cells import Cell, cell_solve, rule_folded
 from .settings import CellSettings
 from .workspace import Workspace
 
@@ -40,12 +40,13 @@ def probe_labels(ws: Workspace, task: str) -> torch.Tensor:
 
 def label_reference(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
     """The closed form fed label descriptors, each norm-matched to the term's transferred descriptor (in the
-    settings' space, centred when the kind centres)."""
-    ops = []
+    settings' space, centred when the kind centres), at the closed form's strength (the settings' strength rule
+    choosing it from the label descriptors, where it has one)."""
+    ops, references = [], []
     for source, task in zip(cell.sources, cell.tasks):
         solve = cell_solve(ws, cell, settings, task)
         transferred = ws.descriptor(source, task, solve["space"])
         transferred = transferred.centred() if solve["centre"] else transferred
-        reference = label_descriptor(ws.grid(task), probe_labels(ws, task), len(ws.grid(task).prompts), float(transferred.matrix.norm()))
-        ops.append(ws.solve_operator(cell.target, reference, anchors=solve["anchors"]))
-    return folded(ws, cell, settings, ops)
+        references.append(label_descriptor(ws.grid(task), probe_labels(ws, task), len(ws.grid(task).prompts), float(transferred.matrix.norm())))
+        ops.append(ws.solve_operator(cell.target, references[-1], anchors=solve["anchors"]))
+    return rule_folded(ws, cell, settings, ops, references)

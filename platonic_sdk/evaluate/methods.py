@@ -12,7 +12,7 @@ label_reference (label_reference.py: the closed form fed probe-label descriptors
 Settings' `centre` kinds transfer row-centred descriptors in every solving method, and its `space` is the
 descriptor space they transfer (docs/method.md sec. 15); closed_form_<space> runs the closed form in one space
 whatever the settings say (closed_form_affinity, _probability, _pseudo_label, _confidence). Settings' `strength_rule`
-has the closed form choose each cell's strength without labels (rule_strength; docs/method.md sec. 17), and
+has the closed form choose each cell's strength without labels (cells.rule_folded; docs/method.md sec. 17), and
 closed_form_strength_<rule> runs it at one rule's strength whatever the settings say. alignment /
 alignment_lstsq (alignment.py): the representation-alignment baseline, a Procrustes or least-squares map of the
 probe embeddings carrying the source's embedding change (docs/method.md sec. 16).
@@ -25,7 +25,6 @@ import time
 from typing import Any, Sequence
 
 import attrs
-from torch import Tensor
 
 from ..edits.lora_edit import LoraEdit
 from ..finetune.weightspace import merge_method, merge_methods
@@ -34,7 +33,7 @@ from ..spaces import SPACES
 from ..strength import STRENGTH_RULES
 from ..transfer.lora import LoraRouteConfig, fit_lora
 from .alignment import alignment
-from .cells import Cell, cell_solve, eval_names, folded, signed_strength  # noqa: F401  (eval_names: for cell methods)
+from .cells import Cell, cell_solve, eval_names, folded, rule_folded, signed_strength  # noqa: F401  (eval_names: for cell methods)
 from .label_reference import label_reference
 from .merging import chosen_weight_space, merged_weight_space
 from .registry import METHODS, CellMethod, MethodFn, method, register_method  # noqa: F401  (re-exported)
@@ -48,21 +47,9 @@ def zero_shot(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, fl
 
 def closed_form(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
     """sign * sum_l A(U_l) folded at the cell's strength: the settings' fixed one, or the one their strength_rule chooses."""
-    ops = [ws.operator(cell.target, s, t, **cell_solve(ws, cell, settings, t)) for s, t in zip(cell.sources, cell.tasks)]
-    if settings.strength_rule is None:
-        return folded(ws, cell, settings, ops)
-    A = signed_strength(cell, settings)[0] * sum(ops)
-    return ws.accuracies(cell.target, eval_names(ws, cell), A, rule_strength(ws, cell, settings, A))
-
-
-def rule_strength(ws: Workspace, cell: Cell, settings: CellSettings, A: Tensor) -> float:
-    """The strength settings.strength_rule chooses for folding the cell's operator A (OperatorBank.chosen_strength):
-    it reads the cell's signed descriptors (row-centred where the kind centres) on the target's grids of the cell's
-    tasks, and the unlabelled probes of the other transfer tasks' grids; never a label, a control set or a test item."""
-    sign = signed_strength(cell, settings)[0]
-    terms = [sign * ws.descriptor(source, task, settings.space) for source, task in zip(cell.sources, cell.tasks)]
-    others = [ws.grid_state(cell.target, t).grid for t in ws.transfer_tasks if t not in cell.tasks]
-    return ws.bank(cell.target).chosen_strength(sum(terms[1:], terms[0]), A, settings.strength_rule, settings.centres(cell.kind), others)
+    terms = list(zip(cell.sources, cell.tasks))
+    return rule_folded(ws, cell, settings, [ws.operator(cell.target, s, t, **cell_solve(ws, cell, settings, t)) for s, t in terms],
+                       [ws.descriptor(s, t, settings.space) for s, t in terms])
 
 
 def closed_form_at(rule: str) -> MethodFn:
