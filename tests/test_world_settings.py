@@ -112,6 +112,14 @@ def test_a_malformed_settings_record_is_refused_naming_the_manifest(copied, brok
         ridge.ridge_rule(str(copied / "siglip"))
 
 
+def test_a_recipe_field_the_route_does_not_know_is_refused_naming_the_manifest(copied):
+    manifest = json.loads((copied / MANIFEST).read_text())
+    manifest["settings"]["lora"]["learning_rate"] = 1e-3
+    (copied / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(PlatonicError, match=f"{MANIFEST}: the `settings` record's lora holds \\['learning_rate'\\]"):
+        lora_recipe(str(copied / "siglip"))
+
+
 def test_a_manifest_without_settings_is_no_worlds_zoo(copied):
     manifest = json.loads((copied / MANIFEST).read_text())
     del manifest["settings"]

@@ -42,12 +42,13 @@ from ..tasks import Grid, anchor_grids
 from ..training.loop import non_negative, positive, total_steps, train
 from ..training.lora_layers import ADAPTER, inject_lora
 from ..training.orthoreg import OrthoReg, lora_updates
-from ..zoo_settings import member_settings
+from ..zoo_settings import MANIFEST, member_settings
 
 
 @attrs.frozen
 class LoraRouteConfig:
-    """LoRA-route recipe; defaults are the paper's (docs/method.md sec. 5)."""
+    """LoRA-route recipe; defaults are the paper's (docs/method.md sec. 5). `lora_recipe` gives a member of a
+    world's zoo its world's recipe instead."""
 
     rank: int = attrs.field(default=16, validator=positive)
     lora_alpha: float = attrs.field(default=32.0, validator=positive)
@@ -78,6 +79,9 @@ def lora_recipe(checkpoint: str | os.PathLike | None, given: Mapping[str, Any] |
     world = member_settings(checkpoint)
     if world is not None:
         base, origin = dict(world.lora), f"the {world.world} world's LoRA recipe (a member of its zoo {world.zoo})"
+        unknown = sorted(set(base) - set(fields))
+        if unknown:
+            raise PlatonicError(f"{world.zoo / MANIFEST}: the `settings` record's lora holds {unknown}, not LoraRouteConfig fields")
     else:
         base, origin = {}, "LoraRouteConfig's defaults (the paper's; not a member of a world's zoo)"
     shown = [k for k in given if k != "seed"]
