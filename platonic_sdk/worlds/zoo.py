@@ -101,7 +101,8 @@ ZOO_RECIPE = ZooRecipe("image", lambda: ImageWorld(seed=0), ZOO, ZOO_DIR, CORPUS
 
 
 def read_manifest(root: str | Path = ZOO_DIR) -> dict[str, Any]:
-    """The zoo's manifest (members, world seed, fine-tuned tasks, accuracies measured at build time)."""
+    """The zoo's manifest (members, world seed, fine-tuned tasks, accuracies measured at build time, and the
+    world's tuned settings, which `zoo_settings.world_settings` reads)."""
     path = Path(root) / MANIFEST
     if not path.is_file():
         raise CheckpointError(
