@@ -189,13 +189,17 @@ def _make_family(name: str, checkpoint: str, fused: bool, tiny: dict[str, Any], 
         return ClapEncoder(seeded(seed, lambda: ClapModel(clap_config)), tokenizer, extractor, name)
 
     def load(checkpoint: str | os.PathLike, dtype: torch.dtype | None = None, device: str | None = None,
-             **laion: Any) -> DualEncoder:
+             amodel: str | None = None, tmodel: str | None = None, tokenizer: str | None = None) -> DualEncoder:
         """A saved folder (or, with hub access, a hub id) holding a ClapModel, its tokenizer and extractor;
-        or an original laion_clap `.pt` file (options `amodel`, `tmodel`, `tokenizer`: see adapters/_laion.py)."""
+        or an original laion_clap `.pt` file (options `amodel`, `tmodel`, `tokenizer`, for `.pt` files only:
+        see adapters/_laion.py)."""
         if str(checkpoint).endswith(".pt"):
             from ._laion import load_laion_checkpoint
 
-            return load_laion_checkpoint(str(checkpoint), family=name, fused=fused, device=device, **laion)
+            return load_laion_checkpoint(str(checkpoint), family=name, fused=fused, device=device, amodel=amodel,
+                                         tmodel=tmodel, tokenizer=tokenizer)
+        if (amodel, tmodel, tokenizer) != (None, None, None):
+            raise CheckpointError(f"amodel, tmodel and tokenizer describe an original laion_clap .pt file; {checkpoint} is not one")
         source, local = resolve_checkpoint(checkpoint)
         marker = read_marker(source) if local else {}
         check_family(marker, name, source)

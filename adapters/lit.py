@@ -479,9 +479,11 @@ def load(checkpoint: str, **options: Any) -> LiTEncoder:
     return LiTEncoder.load(checkpoint, **options)
 
 
-def from_config(config: Mapping[str, Any] | None = None, seed: int = 0, device: str | None = None, **_: Any) -> LiTEncoder:
+def from_config(config: Mapping[str, Any] | None = None, seed: int = 0, device: str | None = None,
+                tokenizer: Any = None) -> LiTEncoder:
     """Random head on the towers of TINY_CONFIG with `config` written over it (tiny random trunk and text tower:
-    no weight package needed; `{"trunk": {"arch": "efficientnet_lite0", "weights": "package", ...}}` for real ones)."""
+    no weight package needed; `{"trunk": {"arch": "efficientnet_lite0", "weights": "package", ...}}` for real ones).
+    `tokenizer` is taken as every family's builder takes it, and unused: the text tower brings its own."""
     encoder = LiTEncoder.build(_merge(TINY_CONFIG, config or {}), seed=seed)
     return encoder.to(device) if device is not None else encoder
 

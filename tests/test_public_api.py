@@ -131,8 +131,11 @@ def test_free_metadata_goes_in_one_dict(tiny, tmp_path):
 
 def test_pass_throughs_refuse_unknown_names():
     """The listed pass-throughs still refuse a name their receiver does not take."""
-    with pytest.raises(TypeError, match="'sede'"):
-        ps.from_config("clip", sede=0)
+    for family in ("clip", "lit"):
+        with pytest.raises(TypeError, match="'sede'"):
+            ps.from_config(family, sede=0)
+    with pytest.raises(TypeError, match="'amodle'"):  # the laion options of a CLAP checkpoint, misspelt
+        ps.load("clap-general", "no/such/folder", amodle="HTSAT-base")
     from platonic_sdk.finetune import TaskVector, merge
 
     tau = TaskVector({"w": torch.ones(2)})
