@@ -201,3 +201,14 @@ def test_run_folder_has_report_and_readable_figures(ws, tmp_path):
         keys = [c["key"] for c in cells if c["kind"] == kind]
         chosen = list(dict.fromkeys(r["key"] for r in swept if r["kind"] == kind))
         assert len(chosen) == 3 and chosen[0] == keys[0] and chosen[-1] == keys[-1]
+
+
+def test_the_sweep_runs_each_descriptor_method_once_and_a_capped_one_only_where_it_runs():
+    config = ExperimentConfig()
+    assert "closed_form" in config.swept() and f"closed_form_{config.settings.space}" not in config.swept()  # closed_form itself
+    assert {"oracle", "label_reference", "random_utd", "alignment", "closed_form_affinity"} <= set(config.swept())
+    assert "lora" not in config.swept()  # the LoRA route is not among the run's methods
+    with_lora = ExperimentConfig(methods=(*config.methods, "lora"), settings=CellSettings(space="affinity"))
+    assert "lora" in with_lora.swept() and "closed_form_affinity" not in with_lora.swept() and "closed_form_blend" in with_lora.swept()
+    with pytest.raises(ps.PlatonicError, match="closed_form_nowhere"):
+        ExperimentConfig(sweep_methods=("closed_form_nowhere",))
