@@ -14,7 +14,7 @@ import inspect
 import sys
 from typing import Iterator, Sequence
 
-from . import commands
+from . import cli_checks, commands, grid_commands
 from .cli_values import (
     config_tables, config_value, count, device, finite_float, fraction, non_negative_float, output_dir, output_file,
     positive_float, positive_int, strength_or_rule,
@@ -98,6 +98,8 @@ def _allow_other_target(p: argparse.ArgumentParser) -> None:
         "--allow-other-target", action="store_true",
         help="apply the edit even to a model other than the one it was made for (e.g. another checkpoint of its family)",
     )
+    p.add_argument("--allow-twice", action="store_true",
+                   help="apply the edit even where an identical one is already folded into the checkpoint (it then counts twice)")
 
 
 def _recipe(member: str = "--checkpoint is", of: str = "") -> Parser:
@@ -223,7 +225,7 @@ def build_parser() -> Parser:
                    help=f"probes per task in the similarity union grid ({default(ExperimentConfig, 'similarity_probes')}; 0: all)")
     p.add_argument("--max-cells", type=positive_int, help="at most this many cells per kind and group, evenly spread")
     # one thread: the cells are thousands of small products, which extra threads only slow down (5x here)
-    p.set_defaults(func=commands.cmd_grid, models=None, finetuned=None, threads=1)
+    p.set_defaults(func=grid_commands.cmd_grid, models=None, finetuned=None, threads=1)
 
     demo = inspect.signature(demo_config).parameters
     p = sub.add_parser("demo", parents=[common], help="the offline demo: the experiment runner's preset on a world's zoo")
@@ -242,7 +244,7 @@ def build_parser() -> Parser:
                    help=f"descriptor space of the closed form and the studies (default: {default(CellSettings, 'space')})")
     _paper_option(p)
     p.set_defaults(batch_size=256)
-    p.set_defaults(func=commands.cmd_demo)
+    p.set_defaults(func=grid_commands.cmd_demo)
     return parser
 
 
@@ -394,6 +396,30 @@ def ranks(args: argparse.Namespace) -> Iterator[None]:
         dist.destroy_process_group()
 
 
+# the library's words for what a command-line user gives as a flag
+KEYWORD_FLAGS = (
+    ("pass allow_other_target=True (CLI: --allow-other-target)", "give --allow-other-target"),
+    ("pass allow_other_base=True (CLI: --allow-other-base)", "give --allow-other-base"),
+    ("allow_twice=True applies it", "--allow-twice applies it"),
+    ("UTD.compute(..., space=...)", "platonic utd --space"),
+)
+FIRST_LINE = 200  # characters of an error's first line; the details follow on their own lines
+
+
+def user_message(prefix: str, exc: BaseException) -> str:
+    """`prefix` and the error in a command-line user's words: keywords as flags, a first line of at most
+    FIRST_LINE characters (cut after a clause), then the rest one clause a line."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    for words, flag in KEYWORD_FLAGS:
+        text = text.replace(words, flag)
+    text = prefix + text
+    if len(text) <= FIRST_LINE:
+        return text
+    found = (text.rfind(sep, len(prefix), FIRST_LINE - 1) for sep in ("; ", ": ", ", ", " "))  # the widest clause that fits
+    cut = next((c for c in found if c > len(prefix)), FIRST_LINE - 1)  # else a word longer than the line: cut it
+    return text[: cut + 1].rstrip() + "\n" + ";\n".join(f"  {part}" for part in text[cut + 1 :].strip().split("; "))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `platonic` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -405,7 +431,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for plugin in args.plugin or ():
             load_plugin(plugin)
         apply_paper(args)
-        commands.check(args)
+        cli_checks.check(args)
+        if args.command == "families":  # reads the adapters' catalog: no torch, no model library, no feature cache
+            return int(args.func(args) or 0)
         if args.threads:
             import torch
 
@@ -420,8 +448,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (PlatonicError, OSError, ValueError) as exc:
         if args.debug:
             raise
-        message = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"platonic {args.command}: error: {message}", file=sys.stderr)
+        print(user_message(f"platonic {args.command}: error: ", exc), file=sys.stderr)
         return 2
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from typing import Any
+from typing import Any, Sequence
 
 from .errors import PlatonicError
 from .evaluate.settings import KIND_CHOICES
@@ -168,3 +168,54 @@ def config_tables(key: str, value: Any) -> Any:
 def kind_options(args: argparse.Namespace) -> dict[str, tuple[str, ...]]:
     """CellSettings' `centre` and `anchor` from --centre and --anchor (an option not given: the class's default)."""
     return {key: KIND_CHOICES[getattr(args, key)] for key in ("centre", "anchor") if getattr(args, key, None)}
+
+
+def parse_terms(args: argparse.Namespace) -> list[tuple[str, float]]:
+    """(name, coefficient) of --add NAME, --negate NAME and --term NAME=COEF, in that order."""
+    terms = [(n, 1.0) for n in args.add or []] + [(n, -1.0) for n in args.negate or []]
+    for item in args.term or []:
+        name, sep, coef = item.rpartition("=")
+        try:
+            terms.append((name, float(coef)))
+        except ValueError:
+            raise PlatonicError(f"--term takes NAME=COEFFICIENT, got {item!r}") from None
+        if not sep:
+            raise PlatonicError(f"--term takes NAME=COEFFICIENT, got {item!r}")
+    if not terms:
+        raise PlatonicError("an edit needs at least one term: --add, --negate or --term")
+    return terms
+
+
+def parse_models(items: Sequence[str]) -> dict[str, str]:
+    """{family: checkpoint} of --model FAMILY=CHECKPOINT."""
+    out = {}
+    for item in items:
+        family, sep, checkpoint = item.partition("=")
+        if not sep or not family or not checkpoint:
+            raise PlatonicError(f"--model takes FAMILY=CHECKPOINT, got {item!r}")
+        out[family] = checkpoint
+    return out
+
+
+def parse_method_cells(items: Sequence[str]) -> list[tuple[str, int | None]]:
+    """(method, cap) pairs of --method-cells NAME=N (N = all: every cell)."""
+    out = []
+    for item in items:
+        name, sep, count = item.partition("=")
+        if not sep or not (count == "all" or count.isdigit()):
+            raise PlatonicError(f"--method-cells takes NAME=N or NAME=all, got {item!r}")
+        out.append((name, None if count == "all" else int(count)))
+    return out
+
+
+RECIPE_OPTIONS = ("mode", "rank", "lora_alpha", "epochs", "lr", "logit_scale", "max_steps")  # and --orthoreg
+
+
+def recipe_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The fine-tuning recipe options given on the command line, as FinetuneConfig fields."""
+    chosen = {k: getattr(args, k) for k in RECIPE_OPTIONS if getattr(args, k, None) is not None}
+    if getattr(args, "orthoreg", None) is not None:
+        from .finetune import OrthoReg
+
+        chosen["orthoreg"] = OrthoReg(args.orthoreg)
+    return chosen

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 
-from .adapters import FAMILY_MODULES
+from .adapters import CATALOG, FAMILY_MODULES
 from .errors import UnknownFamilyError
 from .named_registry import NamedRegistry
 
@@ -62,18 +62,18 @@ def family(name: str) -> FamilySpec:
         raise UnknownFamilyError(f"family {found!r} needs the '{exc.name}' package, which is not installed") from None
 
 
+def family_facts(name: str) -> tuple[str, str | None, str]:
+    """(modality, reference checkpoint, description) of a family: its registered spec's, else (a built-in family
+    whose adapter is not imported yet) the catalog's, without importing any model library."""
+    found = family_name(name)
+    spec = _FAMILIES.entries.get(found)
+    facts = spec if spec is not None else CATALOG[found]
+    return facts.modality, facts.default_checkpoint, facts.description
+
+
 def list_families(modality: str | None = None) -> list[str]:
-    """Names of the known families (built-in and registered), optionally of one modality (which loads their adapters)."""
-    if modality is None:
-        return _FAMILIES.names()
-    out = []
-    for name in _FAMILIES.names():
-        try:
-            if family(name).modality == modality:
-                out.append(name)
-        except UnknownFamilyError:  # its model library is not installed
-            continue
-    return out
+    """Names of the known families (built-in and registered), optionally of one modality (read without loading adapters)."""
+    return [name for name in _FAMILIES.names() if modality is None or family_facts(name)[0] == modality]
 
 
 def load(family_name: str, checkpoint: str | None = None, **options: Any) -> DualEncoder:

@@ -28,7 +28,8 @@ def snapshot(root: Path) -> dict[str, str]:
 
 
 def refused(capsys, cwd: Path, words: str, *argv: str) -> str:
-    """`platonic argv` exits 2 with one error line containing `words`, and nothing under `cwd` changes."""
+    """`platonic argv` exits 2 with an error containing `words` (a first line of at most 200 characters, details on
+    the lines after it), and nothing under `cwd` changes; the message's lines joined."""
     before = snapshot(cwd)
     capsys.readouterr()
     old = Path.cwd()
@@ -42,10 +43,12 @@ def refused(capsys, cwd: Path, words: str, *argv: str) -> str:
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
     assert status == 2, err
-    assert len(lines) == 1 and lines[0].startswith(f"platonic {argv[0]}: error:") and words in lines[0], err
+    message = " ".join(line.strip() for line in lines)
+    assert lines[0].startswith(f"platonic {argv[0]}: error:") and len(lines[0]) <= 200 and words in message, err
+    assert all(line.startswith("  ") for line in lines[1:]), err
     assert "Traceback" not in err
     assert snapshot(cwd) == before
-    return lines[0]
+    return message
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import platonic_sdk as ps
 from platonic_sdk.worlds.image import ImageWorld
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-NAMES = ("compose_two_tasks_app", "audio_transfer_experiment", "register_family", "orthoreg_merging_study")
+NAMES = ("compose_two_tasks_app", "audio_transfer_experiment", "register_family", "orthoreg_merging_study", "benchmark_grid")
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +77,12 @@ def test_orthoreg_merging_study(runs):
     assert negation == [(m, lam, t) for lam in (0.0, 1.0) for t in study["tasks"] for m in merge_methods()]
     assert all(0 <= r["strength"] <= 1 for r in study["negation"]) and "Negation: each task removed alone" in proc.stdout
     assert "| iso_c |" in proc.stdout and (out / "study.md").read_text().strip() == proc.stdout.strip()
+
+
+def test_benchmark_grid(runs):
+    proc, out = runs["benchmark_grid"]
+    assert proc.returncode == 0, proc.stderr
+    assert "--dry-run: every dataset and model loads" in proc.stdout and "4 cells over clip, siglip" in proc.stdout
+    cells = [json.loads(line) for line in (out / "cells.jsonl").read_text().splitlines()]
+    assert sorted(c["kind"] for c in cells) == ["addition", "addition", "negation", "negation"]
+    assert (out / "report.md").read_text().startswith("# grid on the image world")

@@ -27,9 +27,15 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("fine-tuning", ("finetune",)),
     ("worlds", ("worlds",)),
     ("evaluation", ("evaluate",)),
-    ("interface", ("", "cli", "cli_values", "commands", "demo")),  # "": the package's own __init__
+    ("interface", ("", "cli", "cli_values", "cli_checks", "commands", "grid_commands", "demo")),  # "": the package's own __init__
 )
 PACKAGE = "platonic_sdk"
+
+
+# docs/architecture.md, The core: the modules that hold the method, in reading order; and the harness they never import
+CORE = ("protocol", "linalg", "spaces", "ridge", "descriptor", "transfer.closed_form", "transfer.saved_bank", "edits.edit",
+        "edits.lora_edit", "stack", "binding", "io", "errors")
+HARNESS = ("evaluate", "worlds", "cli", "cli_values", "cli_checks", "commands", "grid_commands", "demo")
 
 
 class Import(NamedTuple):
@@ -170,6 +176,41 @@ def test_no_import_cycles():
     assert not found, "import cycles:\n" + "\n".join(" -> ".join(c + c[:1]) for c in found)
 
 
+def harness_imports(root: Path) -> list[str]:
+    """The harness modules a core module reaches through its imports (at module level or inside functions, through any
+    number of other modules), each with the chain of imports that reaches it."""
+    graph: dict[str, set[str]] = {}
+    for imp in imports(root):
+        graph.setdefault(imp.importer, set()).add(imp.target)
+    within = lambda name, prefixes: any(name == f"{PACKAGE}.{p}" or name.startswith(f"{PACKAGE}.{p}.") for p in prefixes)  # noqa: E731
+    found = []
+    for start in sorted(n for n in modules(root) if within(n, CORE)):
+        chains, todo = {start: [start]}, [start]
+        while todo:
+            here = todo.pop()
+            for nxt in sorted(graph.get(here, ())):
+                if nxt not in chains:
+                    chains[nxt] = chains[here] + [nxt]
+                    todo.append(nxt)
+        found += [" -> ".join(chain) for name, chain in chains.items() if within(name, HARNESS)]
+    return found
+
+
+def test_the_core_imports_nothing_of_the_harness():
+    found = harness_imports(ROOT)
+    assert not found, "the core reaches evaluate/, worlds/ or the command line:\n" + "\n".join(found)
+
+
+def test_the_architecture_page_opens_with_the_core_in_reading_order():
+    text = (ROOT / "docs/architecture.md").read_text()
+    assert text.index("## The core") < text.index("## Layers")
+    section = text[text.index("## The core"):text.index("## Layers")]
+    for prefix in CORE:
+        path = prefix.replace(".", "/")
+        file = f"{path}.py" if (ROOT / "platonic_sdk" / f"{path}.py").is_file() else f"{path}/"
+        assert f"platonic_sdk/{file}`" in section or f"`{file}`" in section, f"The core does not name {file}"
+
+
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
     """A copy of the package's sources, to break on purpose."""
@@ -194,6 +235,15 @@ def test_an_upward_import_is_found(tree: Path, module: str, line: str, expected:
     found = upward(tree)
     assert len(found) >= 1 and all(f.startswith(module) for f in found)
     assert any(expected in f for f in found), found
+
+
+def test_a_core_module_reaching_the_harness_is_found(tree: Path):
+    assert not harness_imports(tree)
+    path = tree / "platonic_sdk/binding.py"  # binding -> features (allowed), features -> worlds (the harness)
+    path.write_text(path.read_text() + "\n\ndef f():\n    from .features import encode_items\n")
+    features = tree / "platonic_sdk/features.py"
+    features.write_text(features.read_text() + "\n\ndef g():\n    from .worlds import zoo\n")
+    assert "platonic_sdk.binding -> platonic_sdk.features -> platonic_sdk.worlds.zoo" in harness_imports(tree)
 
 
 def test_a_cycle_within_a_layer_is_found(tree: Path):

@@ -198,7 +198,9 @@ def test_missing_datasets_are_all_named_with_their_layouts_before_any_model_load
     code = grid("--benchmark", "paper-image", "--data-root", str(tmp_path / "data"), "--out", str(out),
                 "--model", "clip=/no/such/checkpoint")  # never loaded: the datasets are checked first
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "3 of 10 datasets are missing" in err
+    first, *details = err.splitlines()
+    assert code == 2 and "3 of 10 datasets are missing" in first and len(first) <= 200 and all(d.startswith("  ") for d in details)
+    err = " ".join(line.strip() for line in err.splitlines())
     data = tmp_path / "data"
     for name, layout in (("EuroSAT", f"{data}/eurosat/2750/<class>/*.jpg"), ("SUN397", f"{data}/SUN397/ClassName.txt"),
                          ("ImageNet", f"{data}/imagenet/val/<wnid>/*.JPEG")):
@@ -219,7 +221,7 @@ def test_unknown_benchmarks_and_bad_models_are_refused(tmp_path, capsys):
     assert grid("--benchmark", "paper-image", "--data-root", str(tmp_path / "data"), "--out", str(tmp_path / "r")) == 2
     err = capsys.readouterr().err
     assert "cannot load clip from its reference checkpoint" in err and "openai/clip-vit-large-patch14" in err
-    assert "give --model clip=PATH of a local checkpoint" in err and not (tmp_path / "r").exists()
+    assert "give the path of a local checkpoint of clip in --model" in err and not (tmp_path / "r").exists()
 
 
 def zoo_families(tmp_path: Path) -> dict[str, Path]:

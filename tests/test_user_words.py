@@ -117,16 +117,14 @@ def test_an_unknown_family_is_named_first(tmp_path, capsys):
 
 
 def test_messages_are_never_cut(tmp_path, capsys, monkeypatch):
-    from platonic_sdk import commands
+    import platonic_sdk.evaluate.benchmark_workspace as bw
 
     long = "offline: " + " ".join(f"word{i}" for i in range(120)) + " installation"
-    monkeypatch.setattr(commands, "load_model", lambda *a, **k: (_ for _ in ()).throw(OSError(long)))
-    import platonic_sdk.data.benchmark as bm
-
-    monkeypatch.setattr(bm, "load_benchmark", lambda *a, **k: None)
+    monkeypatch.setattr(bw, "load", lambda *a, **k: (_ for _ in ()).throw(OSError(long)))
+    monkeypatch.setattr(bw, "load_benchmark", lambda *a, **k: None)
     line = refused(capsys, tmp_path, long, "grid", "--benchmark", "paper-image", "--data-root", str(tmp_path), "--out",
                    str(tmp_path / "run"), "--no-cache")
-    assert line.endswith("installation); give --model clip=PATH of a local checkpoint")
+    assert line.endswith("installation); give the path of a local checkpoint of clip in --model")
 
 
 def _broken(path: Path) -> None:

@@ -9,6 +9,7 @@ named tasks one `NAMED.register` of a `NamedTasks`.
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -134,7 +135,9 @@ def _named_task(name: str, options: TaskOptions) -> Task:
         if name in names:
             return provider.task(name, options)
         known += names
-    raise PlatonicError(f"unknown task {name!r}: not a named task ({', '.join(known)}) and not a data spec ({', '.join(spec_forms())})")
+    near = difflib.get_close_matches(name, known, n=3)
+    raise PlatonicError(f"unknown task {name!r}" + (f" (did you mean {' or '.join(map(repr, near))}?)" if near else "")
+                        + f": not one of the {len(known)} named tasks of the worlds and not a data spec ({', '.join(spec_forms())})")
 
 
 def _split(options: TaskOptions) -> dict[str, Any]:

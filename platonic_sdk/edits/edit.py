@@ -147,7 +147,7 @@ class Edit(abc.ABC):
         if kind not in Edit._kinds and kind in _DEFERRED_KINDS:  # defined in a module not imported yet
             importlib.import_module(_DEFERRED_KINDS[kind])
         if kind not in Edit._kinds:
-            raise PlatonicError(f"{path} holds a {kind!r}, which is not an edit (known: {sorted(Edit._kinds)})")
+            raise PlatonicError(f"{path} holds a {kind!r}, which is not an edit (edit files: {', '.join(sorted({*Edit._kinds, *_DEFERRED_KINDS}))})")
         if cls is not Edit and not issubclass(Edit._kinds[kind], cls):
             raise PlatonicError(f"{path} holds a {kind!r}, not a {cls.kind!r}")
         try:
@@ -209,7 +209,10 @@ class OperatorEdit(Edit):
                                 f"(a {self.site_kind} site); {_model(encoder.family, encoder.checkpoint)} has a {site.kind} site "
                                 f"({_SITES.get(site.kind, 'last affine map')}) instead, so the edit cannot apply to it (build one for "
                                 "it from the same descriptors)")
-        return site.tensors(), site.folded(self.operator, self.strength)
+        sites = site.tensors()
+        if self.target is not None and {n: tuple(t.shape) for n, t in sites.items()} != self.target.shapes:
+            self.target.check(Target.of_encoder(encoder, sites), "this edit")  # another width: whom it was made for, first
+        return sites, site.folded(self.operator, self.strength)
 
     def _made_for(self) -> str:
         if self.target is not None and self.target.family:

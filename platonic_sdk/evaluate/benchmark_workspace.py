@@ -13,14 +13,18 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
-from ..data.benchmark import LoadedBenchmark
+import attrs
+
+from ..data.benchmark import Benchmark, benchmark, load_benchmark
 from ..distributed import map_sharded
 from ..errors import PlatonicError
 from ..finetune.source import FinetuneConfig, FineTuned, finetune
 from ..protocol import DualEncoder
+from ..registry import load
 from ..tasks import Task
+from ..worlds.zoo import zoo_recipe
 from .workspace import Workspace
 
 
@@ -64,23 +68,89 @@ def read_finetune(pre: DualEncoder, task: Task, path: Path, recipe: FinetuneConf
     return loaded.encoder.eval()
 
 
+def source_recipe(checkpoint: str | None, overrides: Mapping[str, Any], seed: int) -> tuple[FinetuneConfig, str]:
+    """(FinetuneConfig, where its defaults came from) of a source fine-tune: the zoo's own recipe when `checkpoint`
+    is a member folder of a built zoo (its manifest records it), else the library's; `overrides` (FinetuneConfig
+    fields) win."""
+    found = zoo_recipe(checkpoint)
+    base, origin = (found[0], f"the zoo's recipe ({found[1]})") if found else ({}, "the library's defaults")
+    unknown = sorted(set(overrides) - {f.name for f in attrs.fields(FinetuneConfig)} | ({"seed"} & set(overrides)))
+    if unknown:
+        raise PlatonicError(f"unknown fine-tuning recipe field(s) {unknown}; FinetuneConfig takes "
+                            f"{', '.join(f.name for f in attrs.fields(FinetuneConfig) if f.name != 'seed')}")
+    return FinetuneConfig(**{**base, **overrides, "seed": seed}), origin
+
+
+def _python_words(key: str) -> str:
+    return key
+
+
 def benchmark_workspace(
-    loaded: LoadedBenchmark,
-    models: Mapping[str, DualEncoder],
+    name: str | Benchmark,
+    data_root: str | os.PathLike,
+    *,
     finetunes: str | os.PathLike,
-    recipe: Callable[[str], FinetuneConfig],
+    families: Sequence[str] | None = None,
+    checkpoints: Mapping[str, str] | None = None,
+    recipe: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    test_fraction: float = 0.2,
+    device: str | None = None,
+    dry: bool = False,
     progress: bool = False,
-    **options: Any,
-) -> Workspace:
-    """Workspace of `models` on the benchmark's tasks, with every (family, task) fine-tune from `finetunes`;
-    the missing ones are made there first with `recipe(family)` (under torchrun, dealt over the ranks).
-    `options` go to Workspace (ridges, per_class, ...)."""
-    if not models:
-        raise PlatonicError(f"benchmark {loaded.benchmark.name}: no families to run")
-    pairs = [(family, entry.name) for family in models for entry in loaded.benchmark.tasks]
-    recipes = {family: recipe(family) for family in models}
+    per_class: int = 30,
+    grid_seed: int = 0,
+    batch_size: int = 64,
+    ridge_a: float | None = None,
+    ridge_b: float | None = None,
+    say: Callable[[str], str] = _python_words,
+) -> tuple[Workspace, dict[str, Any]]:
+    """(Workspace, description) of a registered benchmark: its datasets under `data_root` (every missing one
+    named before any model loads), `families` (default: the benchmark's) from `checkpoints` (default: each
+    family's reference), and every (family, task) fine-tune from the folder `finetunes`, the missing ones made
+    there first with the family's recipe (`source_recipe`, `recipe` overriding; under torchrun dealt over the
+    ranks). `dry`: the fine-tunes are neither made nor read (the workspace holds their names only) and the
+    description counts those to make. Ridges left at None are the library's; `say` names a setting as the
+    caller's user writes it (the CLI: its flag)."""
+    bench = benchmark(name) if isinstance(name, str) else name
+    families = list(families or bench.families)
+    checkpoints = dict(checkpoints or {})
+    allowed = list(dict.fromkeys([*bench.families, *families]))
+    strange = [f for f in checkpoints if f not in allowed]
+    if strange:
+        raise PlatonicError(f"{say('checkpoints')}: {strange[0]!r} is not among the benchmark's families ({', '.join(allowed)})")
+    loaded = load_benchmark(bench, data_root, seed=seed, test_fraction=test_fraction)
+    models = {family: _load(family, checkpoints.get(family), device, say) for family in families}
+    recipes = {f: source_recipe(checkpoints.get(f), recipe or {}, seed) for f in families}
+    ridges = {k: v for k, v in (("ridge_a", ridge_a), ("ridge_b", ridge_b)) if v is not None}  # else the library's
+    options = dict(per_class=per_class, grid_seed=grid_seed, batch_size=batch_size, progress=progress, **ridges)
+    pairs = [(f, t.name) for f in families for t in bench.tasks]
     missing = [(f, t) for f, t in pairs if not finetune_file(finetunes, f, t).is_file()]
-    map_sharded(lambda ft: make_finetune(models[ft[0]], loaded.tasks[ft[1]], finetune_file(finetunes, *ft), recipes[ft[0]], progress),
-                missing, label=lambda _, ft: f"fine-tuning {ft[0]} on {ft[1]!r}")
-    finetuned = {(f, t): read_finetune(models[f], loaded.tasks[t], finetune_file(finetunes, f, t), recipes[f]) for f, t in pairs}
-    return Workspace(models, loaded.tasks, finetuned, loaded.controls, progress=progress, **options)
+    describe: dict[str, Any] = {}
+    if dry:
+        ws = Workspace(models, loaded.tasks, dict.fromkeys(pairs), loaded.controls, **options)  # fine-tunes by name only
+        per_family = {f: [t for g, t in missing if g == f] for f in families}
+        describe["finetunes to make"] = f"{len(missing)} of {len(pairs)}" + (
+            f" ({'; '.join(f'{f}: {len(ts)} tasks' for f, ts in per_family.items() if ts)}; "
+            f"{sum(len(loaded.tasks[t].train) for _, t in missing)} train items in all)" if missing else "")
+    else:
+        map_sharded(lambda ft: make_finetune(models[ft[0]], loaded.tasks[ft[1]], finetune_file(finetunes, *ft), recipes[ft[0]][0], progress),
+                    missing, label=lambda _, ft: f"fine-tuning {ft[0]} on {ft[1]!r}")
+        finetuned = {(f, t): read_finetune(models[f], loaded.tasks[t], finetune_file(finetunes, f, t), recipes[f][0]) for f, t in pairs}
+        ws = Workspace(models, loaded.tasks, finetuned, loaded.controls, **options)
+    describe.update({
+        "benchmark": f"{bench.name}: {bench.description}", "benchmark data": os.path.abspath(data_root),
+        "checkpoints": {f: models[f].checkpoint for f in families}, "finetunes": str(Path(finetunes).resolve()),
+        "finetune recipe": {f: origin for f, (_, origin) in recipes.items()},
+    })
+    return ws, describe
+
+
+def _load(family: str, checkpoint: str | None, device: str | None, say: Callable[[str], str]) -> DualEncoder:
+    try:
+        model = load(family, checkpoint)
+    except (OSError, ValueError) as exc:  # a hub id without network, a folder that is not a checkpoint
+        raise PlatonicError(f"cannot load {family} from {checkpoint or 'its reference checkpoint'} "
+                            f"({' '.join(str(exc).split()).rstrip('.')}); give the path of a local checkpoint of {family} "
+                            f"in {say('checkpoints')}") from None
+    return (model.to(device) if device else model).eval()

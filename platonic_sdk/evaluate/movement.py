@@ -46,12 +46,12 @@ class Movement:
             text += f"; descriptor norm {self.descriptor_norm:.4g} (RMS entry {self.descriptor_rms:.3g})"
         return text
 
-    def warning(self) -> str | None:
-        """A one-line warning when the fine-tune barely moved the model (None otherwise)."""
+    def warning(self, remedy: str = "fine-tune with a higher lr or more epochs, or a lower logit_scale") -> str | None:
+        """A one-line warning when the fine-tune barely moved the model, ending with `remedy` (None otherwise)."""
         if not self.barely_moved:
             return None
         return (f"the fine-tune barely moved the model ({'; '.join(self.shortfalls())}): a descriptor of it transfers "
-                "next to nothing; raise --lr or --epochs, or lower --logit-scale")
+                f"next to nothing; {remedy}")
 
 
 def movement(pre: DualEncoder, ft: DualEncoder | Edit, task: Task, utd: UTD | None = None, batch_size: int = 64) -> Movement:

@@ -1,0 +1,128 @@
+"""The experiment API (evaluate/plan.py): one call builds what `platonic grid` runs from a mapping, the same
+for the command line and Python; it mutates nothing it is given; the dry run's counts match a count by hand."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from platonic_sdk import cli
+from platonic_sdk.errors import PlatonicError
+from platonic_sdk.evaluate.benchmark_workspace import benchmark_workspace
+from platonic_sdk.evaluate.experiment import method_passes
+from platonic_sdk.evaluate.grid_settings import GridSettings
+from platonic_sdk.evaluate.plan import Experiment, dry_run
+from platonic_sdk.feature_store import FeatureStore
+from platonic_sdk.features import site_features
+from platonic_sdk.grid_commands import flag, grid_settings
+from platonic_sdk.worlds.image import ImageWorld
+from platonic_sdk.worlds.registry import world_spec
+from platonic_sdk.worlds.zoo import ZOO_DIR
+
+TASKS = ["amber_shapes", "amber_glyphs", "teal_shapes"]
+MAPPING = {"world": "image", "families": ["clip", "siglip"], "tasks": TASKS, "train_per_class": 4, "test_per_class": 3,
+           "per_class": 2, "kinds": ["addition", "negation"], "max_cells": 2, "methods": ["closed_form"],
+           "method_cells": {"closed_form": 1}, "lora": {"epochs": 3}, "sweep_strengths": [0.0, 0.5], "similarity": False}
+ARGV = ["grid", "--world", "image", "--batch-size", "64", "--families", "clip", "siglip", *(a for t in TASKS for a in ("--task", t)),
+        "--train-per-class", "4", "--test-per-class", "3", "--per-class", "2", "--max-cells", "2", "--methods", "closed_form",
+        "--method-cells", "closed_form=1", "--lora-epochs", "3", "--sweep-strengths", "0", "0.5", "--no-similarity"]
+
+
+@pytest.fixture(scope="module")
+def experiment() -> Experiment:
+    return Experiment.from_config(MAPPING)
+
+
+def test_the_command_line_and_python_give_the_same_settings():
+    args = cli.parse(cli.build_parser(), ARGV)
+    assert grid_settings(args) == GridSettings.from_mapping(MAPPING).checked()
+
+
+def test_the_experiment_is_the_world_zoos_with_the_settings_given(experiment):
+    ws, config = experiment.workspace, experiment.config
+    world, tuned = ImageWorld(), world_spec("image").settings()
+    assert ws.families == ("clip", "siglip") and ws.transfer_tasks == tuple(TASKS) and ws.per_class == 2
+    assert (ws.ridge_a, ws.ridge_b) == (tuned.ridge_a, tuned.ridge_b)
+    assert set(ws.tasks) == {*TASKS, world.trio[2], *tuned.controls} and ws.controls == tuple(tuned.controls)
+    assert config.held_out == world.trio and config.methods == ("zero_shot", "closed_form")
+    assert config.settings.lora == {**tuned.lora, "ridge_b": tuned.ridge_b, "epochs": 3}
+    assert [(s.kind, s.group, s.max_cells) for s in config.cells] == [("addition", "cross-family", 2), ("negation", "cross-family", 2)]
+    assert config.method_cells == {"closed_form": 1} and config.sweep_strengths == (0.0, 0.5) and not config.similarity
+
+
+def test_from_config_mutates_none_of_its_inputs():
+    mapping = copy.deepcopy(MAPPING)
+    settings = GridSettings.from_mapping(mapping)
+    tuned = world_spec("image").settings()
+    Experiment.from_config(mapping)
+    Experiment.from_config(settings)
+    assert mapping == MAPPING and settings == GridSettings.from_mapping(MAPPING) and world_spec("image").settings() == tuned
+
+
+def test_the_dry_run_counts_what_a_count_by_hand_gives(experiment, tmp_path):
+    world = ImageWorld(train_per_class=4, test_per_class=3)
+    evaluated = [*TASKS, world.trio[2], *world_spec("image").settings().controls]
+    test_items = sum(len(world.task(t).test) for t in evaluated)
+    probes = sum(2 * world.task(t).num_classes for t in TASKS)  # per_class x classes in each transfer task's grid
+    store = FeatureStore(tmp_path / "cache")
+    clip = experiment.workspace.models["clip"]
+    site_features(clip, world.task("amber_shapes").test.items, cache=store)
+    counted = dry_run(experiment, store)
+    for model in counted.models:
+        assert (model.items, model.sets, model.test_splits, model.probe_grids) == (test_items + probes, len(evaluated) + 3, len(evaluated), 3)
+        assert (model.finetuned_rows, model.finetunes) == (probes, 3)
+    by_family = {m.family: m for m in counted.models}
+    assert (by_family["clip"].cached_items, by_family["clip"].cached_sets) == (len(world.task("amber_shapes").test), 1)
+    assert (by_family["siglip"].cached_items, by_family["siglip"].cached_sets) == (0, 0)
+    assert [n for _, _, n in counted.cells] == [2, 2]  # --max-cells 2 of each kind
+    assert counted.records == len(method_passes(experiment.workspace, experiment.config))
+    assert counted.cache == str(store.root) and dry_run(experiment, None).cache is None
+    assert counted.lines()[0] == "grid on the image world --dry-run: every dataset and model loads; nothing was written"
+
+
+@pytest.mark.parametrize("mapping, message", [
+    ({"familes": ["clip"]}, "unknown grid setting 'familes' (did you mean 'families'?)"),
+    ({"families": "clip"}, "expected a list of names, got the string 'clip'"),
+    ({"methods": ["closed_from"]}, "closed_from"),
+    ({"world": "imagee"}, "did you mean 'image'"),
+])
+def test_bad_settings_are_refused_before_anything_loads(mapping, message):
+    with pytest.raises(PlatonicError, match=message.replace("(", r"\(").replace(")", r"\)").replace("?", r"\?")):
+        Experiment.from_config(mapping)
+
+
+@pytest.mark.parametrize("mapping, python, command_line", [
+    ({"benchmark": "paper-image", "out": "o"}, "under data_root", "under --data-root"),
+    ({"benchmark": "paper-image", "data_root": "d", "tasks": ["amber_shapes"]}, "drop tasks", "drop --task"),
+    ({"checkpoints": {"clip": "x"}}, "checkpoints: only a benchmark's run", "--model: only a benchmark's run"),
+    ({"benchmark": "paper-image", "data_root": "d"}, "in finetunes (default: out/finetunes)", "in --finetunes (default: --out/finetunes)"),
+])
+def test_each_interface_names_settings_in_its_own_words(mapping, python, command_line):
+    settings = GridSettings.from_mapping(mapping)
+    with pytest.raises(PlatonicError, match=python.replace("(", r"\(").replace(")", r"\)")):
+        settings.checked()
+    with pytest.raises(PlatonicError, match=command_line.replace("(", r"\(").replace(")", r"\)")):
+        settings.checked(flag)
+
+
+def test_a_benchmark_workspace_from_python_dry(tmp_path):
+    from test_paper_benchmark import image_layouts
+
+    from platonic_sdk.data.benchmark import benchmark
+
+    image_layouts(tmp_path / "data", cifar_test_per_class=1)
+    bench = benchmark("paper-image")
+    with pytest.raises(PlatonicError, match="checkpoints: 'clap' is not among the benchmark's families"):
+        benchmark_workspace("paper-image", tmp_path / "data", finetunes=tmp_path / "ft", checkpoints={"clap": "x"})
+    ws, describe = benchmark_workspace("paper-image", tmp_path / "data", finetunes=tmp_path / "ft", families=["clip"],
+                                       checkpoints={"clip": str(ZOO_DIR / "clip")}, dry=True)
+    assert ws.families == ("clip",) and sorted(ws.finetuned) == sorted(("clip", t.name) for t in bench.tasks)
+    assert set(ws.finetuned.values()) == {None} and ws.controls == tuple(c.name for c in bench.controls)
+    assert describe["finetunes to make"].startswith(f"{len(bench.tasks)} of {len(bench.tasks)} (clip: {len(bench.tasks)} tasks;")
+    assert not (tmp_path / "ft").exists()  # a dry run makes no fine-tune
+    planned = Experiment.from_config({"benchmark": "paper-image", "data_root": str(tmp_path / "data"), "families": ["clip"],
+                                      "checkpoints": {"clip": str(ZOO_DIR / "clip")}, "out": str(tmp_path / "run")}, dry=True)
+    assert planned.config.held_out == () and bench.held_out is None  # paper-image holds none out (paper-audio does)
+    assert planned.title == "benchmark paper-image" and planned.workspace.families == ("clip",)
+    assert not (tmp_path / "run").exists()
