@@ -153,3 +153,22 @@ def test_the_cli_and_python_fit_a_zoo_member_with_the_same_recipe(copied, capsys
     for name, (b, a) in python.factors.items():
         got_b, got_a = cli_edit.factors[name]
         assert torch.allclose(got_b @ got_a * cli_edit.lora_alpha, b @ a * python.lora_alpha, atol=1e-6)
+
+
+def test_the_demo_takes_the_worlds_strengths_and_recipe_from_its_manifest(tmp_path):
+    from platonic_sdk.demo import demo_config
+    from platonic_sdk.worlds import registry
+
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    settings = {"ridge_a": 0.2, "ridge_b": 0.4, "lora": {"lr": 1e-3, "epochs": 7}, "addition_strength": 0.3,
+                "negation_strength": 0.9, "controls": ["control_shapes"]}
+    (zoo / MANIFEST).write_text(json.dumps({"members": {}, "world": "strong", "settings": settings}))
+    registry.register_world(registry.WorldSpec("strong", ImageWorld, zoo))
+    try:
+        cells = demo_config("strong").settings
+        assert (cells.addition_strength, cells.negation_strength) == (0.3, 0.9)
+        assert cells.lora == {"lr": 1e-3, "epochs": 7, "ridge_b": 0.4}
+        assert demo_config("strong", ridge_b=0.05).settings.lora["ridge_b"] == 0.05  # a ridge_b given wins
+    finally:
+        registry.WORLDS.pop("strong")
