@@ -1,6 +1,8 @@
 """Start-up costs side by side: bare python, `import torch`, `import platonic_sdk`, the public API, `platonic
---help`, `platonic bank --help`, a usage error, and `platonic evaluate` up to its first model load; each as
-wall and CPU seconds (best of --repeats fresh processes) and its ratio to `import torch`.
+--help`, `platonic bank --help`, `platonic families` (read from the adapters' catalog), usage errors (each
+with no --checkpoint: a file or option check must answer before the family's hub default would load), and
+`platonic evaluate` up to its first model load; each as wall and CPU seconds (best of --repeats fresh
+processes) and its ratio to `import torch` and to `platonic --help`.
 
     python benchmarks/bench_startup.py [--repeats 5] [--json out.json]
 """
@@ -33,7 +35,14 @@ def commands(folder: str) -> dict[str, list[str]]:
         "from platonic_sdk import UTD, OperatorBank, load": [sys.executable, "-c", "from platonic_sdk import UTD, OperatorBank, load"],
         "platonic --help": [*PLATONIC, "--help"],
         "platonic bank --help": [*PLATONIC, "bank", "--help"],
+        "platonic families": [*PLATONIC, "families"],
         "usage error (platonic utd --family clipp)": [*PLATONIC, "utd", "--family", "clipp", "--task", "t"],
+        "usage error (evaluate --edit nofile.safetensors)": [*PLATONIC, "evaluate", "--family", "clip", "--task", "amber_shapes",
+                                                            "--edit", "nofile.safetensors"],
+        "usage error (edit --add nothere.safetensors)": [*PLATONIC, "edit", "--family", "siglip", "--add", "nothere.safetensors",
+                                                        "-o", "e.safetensors"],
+        "usage error (grid --benchmark paper-image --dry-run)": [*PLATONIC, "grid", "--benchmark", "paper-image", "--dry-run"],
+        "usage error (evaluate --task amber_shapez)": [*PLATONIC, "evaluate", "--family", "clip", "--task", "amber_shapez"],
         "platonic evaluate, up to its first model load": [sys.executable, "-c", UNTIL_FIRST_LOAD.format(folder=folder)],
     }
 
@@ -70,13 +79,14 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         figures = {name: measure(argv, args.repeats) for name, argv in commands(image_folder(Path(tmp) / "shapes")).items()}
-    torch_wall = figures["import torch"][0]
+    torch_wall, help_wall = figures["import torch"][0], figures["platonic --help"][0]
     width = max(map(len, figures))
-    print(f"{'step':<{width}}  {'wall s':>7}  {'CPU s':>6}  {'/ import torch':>14}")
+    print(f"{'step':<{width}}  {'wall s':>7}  {'CPU s':>6}  {'/ import torch':>14}  {'/ --help':>8}")
     for name, (wall, cpu) in figures.items():
-        print(f"{name:<{width}}  {wall:7.3f}  {cpu:6.3f}  {wall / torch_wall:13.2f}x")
+        print(f"{name:<{width}}  {wall:7.3f}  {cpu:6.3f}  {wall / torch_wall:13.2f}x  {wall / help_wall:7.2f}x")
     if args.json:
-        Path(args.json).write_text(json.dumps({k: {"wall": w, "cpu": c, "ratio": w / torch_wall} for k, (w, c) in figures.items()}, indent=1))
+        Path(args.json).write_text(json.dumps({k: {"wall": w, "cpu": c, "ratio": w / torch_wall, "ratio_help": w / help_wall}
+                                               for k, (w, c) in figures.items()}, indent=1))
 
 
 if __name__ == "__main__":

@@ -43,10 +43,20 @@ def _require_all(args: argparse.Namespace, *options: str) -> None:
         _require(getattr(args, option.lstrip("-").replace("-", "_")), option)
 
 
-def _file(path: str | None, option: str) -> None:
-    """A file the command reads exists (checked before any model loads, whatever the defaults)."""
-    if path is not None and not os.path.isfile(path):
+def _file(path: str | None, option: str, kind: str | None = None) -> None:
+    """A file the command reads exists and (`kind`) holds what the option takes, read from its header only: checked
+    before any model loads, whatever the defaults."""
+    if path is None:
+        return
+    if not os.path.isfile(path):
         raise PlatonicError(f"{option} {path}: " + ("is a folder, not a file" if os.path.isdir(path) else "no such file"))
+    if kind is not None:
+        from .io import file_kind
+
+        found = file_kind(path)
+        if found != kind:
+            raise PlatonicError(f"{option} {path}: " + (f"holds a {found!r}, not a {kind!r}" if found else "not a file platonic_sdk wrote")
+                                + f" ({option} takes a {kind} file)")
 
 
 def _local(path: str | None, option: str) -> None:
@@ -76,7 +86,7 @@ def _check_utd(args: argparse.Namespace) -> None:
 def _check_bank(args: argparse.Namespace) -> None:
     _require_all(args, "--family", "--descriptor", "--output")
     for path in args.descriptor:
-        _file(path, "--descriptor")
+        _file(path, "--descriptor", "utd")
 
 
 def _check_edit(args: argparse.Namespace) -> None:
@@ -85,8 +95,8 @@ def _check_edit(args: argparse.Namespace) -> None:
         _require(args.family, "--family (or --bank)")
         for option, names in (("--add", args.add), ("--negate", args.negate), ("--term", [t.rpartition("=")[0] for t in args.term or ()])):
             for name in names or ():  # without --bank, a term names a descriptor file
-                _file(name, option)
-    _file(args.bank, "--bank")
+                _file(name, option, "utd")
+    _file(args.bank, "--bank", "operator_bank")
     if args.route == "lora":
         if args.bank:
             raise PlatonicError("--route lora fits LoRA from descriptor files; --bank holds closed-form operators")

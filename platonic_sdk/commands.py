@@ -309,8 +309,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from .transfer import Edit
 
     tasks = resolve_tasks(args.task, args)
+    edit = Edit.load(args.edit) if args.edit else None  # a file that is no edit is refused before the model loads
     model = load_model(args.family, args.checkpoint, args)
-    edit = Edit.load(args.edit) if args.edit else None
     if edit is not None:  # refused (another site, another model) before anything is encoded
         edit.check(model, args.allow_other_target, args.allow_twice)
     rows = {}

@@ -64,16 +64,25 @@ def family(name: str) -> FamilySpec:
 
 def family_facts(name: str) -> tuple[str, str | None, str]:
     """(modality, reference checkpoint, description) of a family: its registered spec's, else (a built-in family
-    whose adapter is not imported yet) the catalog's, without importing any model library."""
+    whose adapter is not imported yet) the catalog's without importing any model library, else its module's."""
     found = family_name(name)
-    spec = _FAMILIES.entries.get(found)
-    facts = spec if spec is not None else CATALOG[found]
+    facts = _FAMILIES.entries.get(found) or CATALOG.get(found) or family(found)
     return facts.modality, facts.default_checkpoint, facts.description
 
 
 def list_families(modality: str | None = None) -> list[str]:
-    """Names of the known families (built-in and registered), optionally of one modality (read without loading adapters)."""
-    return [name for name in _FAMILIES.names() if modality is None or family_facts(name)[0] == modality]
+    """Names of the known families (built-in and registered), optionally of one modality (read from the catalog; a
+    family whose model library is not installed, and which the catalog does not hold, is left out)."""
+    if modality is None:
+        return _FAMILIES.names()
+    out = []
+    for name in _FAMILIES.names():
+        try:
+            if family_facts(name)[0] == modality:
+                out.append(name)
+        except UnknownFamilyError:  # its model library is not installed
+            continue
+    return out
 
 
 def load(family_name: str, checkpoint: str | None = None, **options: Any) -> DualEncoder:

@@ -282,3 +282,101 @@ def test_grid_dry_run_checks_everything_and_writes_nothing(tmp_path, capsys):
         path.rmdir() if path.is_dir() else path.unlink()
     refused(capsys, tmp_path, "1 of 10 datasets are missing", "grid", "--benchmark", "paper-image", "--data-root",
             str(tmp_path / "data"), "--out", str(out), *models, "--dry-run", "--no-cache")
+
+
+# ---------------------------------------------------------------------------- E. before any model loads, in the interface's words
+@pytest.fixture
+def no_model_loads(monkeypatch):
+    """Any model load fails the test: the refusals below come before one (with no --checkpoint, the hub default's)."""
+    import platonic_sdk.registry as registry
+
+    def load(*args, **kwargs):
+        raise AssertionError(f"a model loaded: {args}")
+
+    monkeypatch.setattr(registry, "load", load)
+    monkeypatch.setattr(registry, "from_config", load)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (("evaluate", "--family", "clip", "--task", "amber_shapes", "--edit", "nofile.safetensors"), "--edit nofile.safetensors: no such file"),
+    (("edit", "--family", "siglip", "--add", "nothere.safetensors", "-o", "e.safetensors"), "--add nothere.safetensors: no such file"),
+    (("edit", "--family", "siglip", "--term", "gone.safetensors=0.5", "-o", "e.safetensors"), "--term gone.safetensors: no such file"),
+    (("edit", "--bank", "nobank.safetensors", "--add", "shapes", "-o", "e.safetensors"), "--bank nobank.safetensors: no such file"),
+    (("bank", "--family", "clip", "--descriptor", "nothere.safetensors", "-o", "b.safetensors"), "--descriptor nothere.safetensors: no such file"),
+    (("evaluate", "--family", "clip", "--checkpoint", "./nowhere", "--task", "amber_shapes"), "--checkpoint ./nowhere: no such file or folder"),
+    (("utd", "--family", "clip", "--task", "amber_shapes", "--ft-adapter", ".", "-o", "u.safetensors"), "not a peft adapter folder"),
+    (("grid", "--benchmark", "paper-image", "--dry-run"), "benchmark paper-image reads its datasets under --data-root"),
+    (("grid", "--benchmark", "paper-image", "--data-root", "d", "--dry-run"), "in --finetunes (default: --out/finetunes)"),
+    (("grid", "--model", "clip=x", "--out", "r"), "--model: only a benchmark's run takes these"),
+    (("evaluate", "--family", "clip", "--task", "amber_shapez"), "unknown task 'amber_shapez' (did you mean 'amber_shapes'"),
+])
+def test_usage_errors_come_before_any_model_loads(tmp_path, capsys, no_model_loads, argv, words):
+    line = refused(capsys, tmp_path, words, *argv)
+    assert len(line) < 400 and "known:" not in line  # the nearest names, not every name
+
+
+def test_files_of_the_wrong_kind_are_named_before_any_model_loads(tmp_path, capsys, no_model_loads):
+    ps.UTD(torch.randn(6, 2), "grid0", "shapes").save(tmp_path / "shapes.utd.safetensors")
+    (tmp_path / "notes.txt").write_text("not a tensor file")
+    refused(capsys, tmp_path, "holds a 'utd', which is not an edit (edit files: lora_edit, operator_edit)", "evaluate", "--family", "clip",
+            "--task", "amber_shapes", "--edit", "shapes.utd.safetensors")
+    refused(capsys, tmp_path, "--bank shapes.utd.safetensors: holds a 'utd', not a 'operator_bank'", "edit", "--bank",
+            "shapes.utd.safetensors", "--add", "shapes", "-o", "e.safetensors")
+    refused(capsys, tmp_path, "--add notes.txt: not a file platonic_sdk wrote (--add takes a utd file)", "edit", "--family", "clip",
+            "--add", "notes.txt", "-o", "e.safetensors")
+    refused(capsys, tmp_path, "--descriptor notes.txt: not a file platonic_sdk wrote", "bank", "--family", "clip", "--descriptor",
+            "notes.txt", "-o", "b.safetensors")
+
+
+def test_an_edit_for_another_width_says_whom_it_was_made_for(tmp_path, capsys):
+    """An edit of the zoo's clip (d=64) applied to another clip of width 48: the model it was made for, not a shape error."""
+    from platonic_sdk.binding import Target
+    from platonic_sdk.edits.edit import OperatorEdit
+
+    made = ps.load("clip", str(ZOO_DIR / "clip"))
+    site = made.last_affine()
+    OperatorEdit(torch.zeros(made.embed_dim, made.embed_dim), 0.5, site.kind, {}, Target.of_encoder(made, site.tensors())).save(
+        tmp_path / "e.safetensors")
+    ps.from_config("clip", {"projection_dim": 48, "vision_config": {"hidden_size": 48, "intermediate_size": 96}}, seed=3).save(str(tmp_path / "narrow"))
+    line = refused(capsys, tmp_path, "this edit was made for clip", "evaluate", "--family", "clip", "--checkpoint", "narrow", "--edit",
+                   "e.safetensors", "--task", "amber_shapes", *WORLD)
+    assert f"{ZOO_DIR / 'clip'}" in line and "d=64" in line and "d=48" in line
+
+
+def test_library_keywords_reach_the_command_line_as_flags():
+    from platonic_sdk.cli import user_message
+    from platonic_sdk.edits.edit import OperatorEdit
+
+    model = ps.from_config("clip", seed=0)
+    site = model.last_affine()
+    edit = OperatorEdit(0.01 * torch.eye(model.embed_dim), 0.5, site.kind)
+    with edit.applied_to(model), pytest.raises(PlatonicError) as err:
+        OperatorEdit(0.01 * torch.eye(model.embed_dim), 0.5, site.kind).apply(model)
+    assert "allow_twice=True" in str(err.value)  # Python's words in Python
+    said = user_message("platonic evaluate: error: ", err.value)
+    assert "--allow-twice applies it again" in said and "allow_twice" not in said
+    assert "give --allow-other-target" in user_message("", PlatonicError("x; pass allow_other_target=True (CLI: --allow-other-target) to"))
+
+
+def test_a_long_refusal_keeps_a_short_first_line_and_every_detail(tmp_path, capsys):
+    """A run folder of other settings (the demo's case): the first line says what and what to do, the details follow."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "run.json").write_text('{"settings": {"families": ["clip", "siglip", "openclip"]}}')
+    status = run(tmp_path, "grid", "--families", "clip", "siglip", "--out", "run", "--methods", "closed_form", *WORLD)
+    first, *details = capsys.readouterr().err.splitlines()
+    assert status == 2 and len(first) <= 200 and first.startswith("platonic grid: error: run folder run holds a run with other settings")
+    assert "use another output folder" in first and len(details) > 10 and all(d.startswith("  ") for d in details)
+    assert "  families: ['clip', 'siglip', 'openclip'] -> ['clip', 'siglip'];" in details
+
+
+def test_families_are_listed_from_the_catalog_without_a_model_library():
+    probe = ("import sys; from platonic_sdk import cli; cli.main(['families']); "
+             "print(sorted(m for m in ('torch', 'transformers', 'open_clip', 'laion_clap') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[-1] == "[]" and any(line.startswith("clap-general  ") or line.startswith("clap-general ") for line in out)
+    from platonic_sdk.adapters import CATALOG
+    from platonic_sdk.registry import family
+
+    for name, entry in CATALOG.items():  # the catalog says what each adapter registers
+        spec = family(name)
+        assert (entry.modality, entry.default_checkpoint, entry.description) == (spec.modality, spec.default_checkpoint, spec.description)

@@ -154,8 +154,9 @@ class RunFolder:
             recorded = json.loads(run.read_text()).get("settings", {})
             diff = setting_differences(recorded, settings)
             if diff:
-                raise PlatonicError(f"run folder {self.path} holds a run with other settings ({'; '.join(diff)}); "
-                                    "use another output folder, or repeat the recorded settings to resume")
+                raise PlatonicError(f"run folder {self.path} holds a run with other settings: use another output folder, or "
+                                    f"repeat the recorded settings to resume; {len(diff)} differ (recorded -> this run): "
+                                    + "; ".join(diff))
         elif self.cells_path.exists():
             raise PlatonicError(f"run folder {self.path} holds {CELLS_FILE} but no {RUN_FILE} (an older or foreign run); "
                                 "use another output folder")
