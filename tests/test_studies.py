@@ -7,6 +7,8 @@ import itertools
 import json
 import math
 
+import attrs
+
 import numpy as np
 import pytest
 import torch
@@ -207,8 +209,10 @@ def test_the_sweep_runs_each_descriptor_method_once_and_a_capped_one_only_where_
     config = ExperimentConfig()
     assert "closed_form" in config.swept() and f"closed_form_{config.settings.space}" not in config.swept()  # closed_form itself
     assert {"oracle", "label_reference", "random_utd", "alignment", "closed_form_affinity"} <= set(config.swept())
-    assert "lora" not in config.swept()  # the LoRA route is not among the run's methods
-    with_lora = ExperimentConfig(methods=(*config.methods, "lora"), settings=CellSettings(space="affinity"))
+    assert "lora" not in config.swept()  # on request only (it fits again and re-encodes per strength)
+    asked = ExperimentConfig(sweep_methods=(*config.sweep_methods, "lora"), settings=CellSettings(space="affinity"))
+    assert "lora" not in asked.swept()  # asked for, but the LoRA route is not among the run's methods
+    with_lora = attrs.evolve(asked, methods=(*config.methods, "lora"))
     assert "lora" in with_lora.swept() and "closed_form_affinity" not in with_lora.swept() and "closed_form_blend" in with_lora.swept()
     with pytest.raises(ps.PlatonicError, match="closed_form_nowhere"):
         ExperimentConfig(sweep_methods=("closed_form_nowhere",))

@@ -370,8 +370,8 @@ def frontier_section(summary: dict[str, Any]) -> str:
              "drop (the control set that loses most, mean over the cells; not the mean over the sets). \"within 1\" and "
              "\"within 3\": the best gain whose worst control drop is at most 1 or 3 points, linear between two swept "
              "strengths (a dash: no swept strength keeps within it). A fixed strength cannot tell a better direction from "
-             "a bigger push; the frontier can. The LoRA route (where it ran) is fitted once per cell and its edit scaled "
-             "by each strength, as the run scales it."]
+             "a bigger push; the frontier can. The LoRA route, when swept (it is on request: sweep_methods), is fitted once "
+             "per cell and its edit scaled by each strength, as the run scales it."]
     for key, methods in summary["frontier"].items():
         first = next(iter(methods.values()))
         kind, group = first["kind"], first["group"]

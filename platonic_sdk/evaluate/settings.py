@@ -20,10 +20,11 @@ CACHED = ("zero_shot", "random_utd", "single_a", "single_b", "closed_form", "ora
 MERGED = tuple(f"weight_space_{m}" for m in ("task_arithmetic", "ties", "dare", "tsv", "iso_c"))
 DEFAULT_METHODS = CACHED + MERGED
 SWEEP_STRENGTHS = tuple(i / 4 for i in range(9))  # the strength sweep: 0, 0.25, ..., 2
-# the strength sweep's methods: every method that transfers descriptors (the closed form in each space, the oracle,
-# the labelled reference, Random-UTD, the alignment baselines; the LoRA route on the cells it ran on)
+# the strength sweep's methods: every method that transfers descriptors from cached features (the closed form in each
+# space, the oracle, the labelled reference, Random-UTD, the alignment baselines). "lora" added to them sweeps the LoRA
+# route on the cells it ran on: one more fit per cell, and a forward pass of every evaluation set per strength.
 SWEPT = ("closed_form", *(f"closed_form_{s}" for s in SPACES), "oracle", "label_reference", "random_utd", "alignment",
-         "alignment_lstsq", "lora")
+         "alignment_lstsq")
 DEFAULT_CENTRE = ("negation",)  # kinds whose descriptors are row-centred by default (docs/method.md: measured on seeds 5-7)
 DEFAULT_ANCHOR = ("negation",)  # kinds whose solves anchor the other attributes' probes by default (docs/method.md)
 KIND_CHOICES = {"none": (), "addition": ("addition",), "negation": ("negation",), "all": KINDS}  # --centre / --anchor values
