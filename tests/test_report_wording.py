@@ -209,6 +209,7 @@ def test_the_frontier_figure_and_table_show_each_method_against_the_worst_set(dr
 
     class Settings:  # what frontier_summary reads of CellSettings
         space = "blend"
+        strength_rule = None
 
         @staticmethod
         def strength_of(kind):
@@ -222,6 +223,9 @@ def test_the_frontier_figure_and_table_show_each_method_against_the_worst_set(dr
     assert add["closed_form"]["within"] == {"1": pytest.approx(5.0), "3": pytest.approx(10.0 + 10.0 / 3)}
     assert add["closed_form"]["at_strength"] == pytest.approx([2.0, 10.0])
     neg = frontiers["negation"]["closed_form_affinity"]  # negation: the removal, -(accuracy change): 0, -5, -10
+    Settings.strength_rule = "least_squares"  # a strength chosen per cell lies on no curve: no point for the closed form
+    assert report.frontier_summary(_sweep(), Settings())["addition"]["closed_form"]["at_strength"] is None
+    Settings.strength_rule = None
     assert neg["gain"] == [0.0, -5.0, -10.0] and neg["at_strength"] == pytest.approx([2.5, -10.0])
     text = report.frontier_section({"frontier": frontiers, "figures": {"frontier": "figures/frontier.png"}})
     assert "### Addition, cross-family" in text and "### Negation, cross-family" in text

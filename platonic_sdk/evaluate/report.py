@@ -231,14 +231,16 @@ def method_label(name: str, space: str | None = None) -> str:
 
 def frontier_summary(sweep: Sequence[dict[str, Any]], settings: Any) -> dict[str, dict[str, Any]]:
     """report.json's frontiers (frontier.py): per kind and group (group_key), each swept method's curve,
-    its gain within each budget, and its (worst drop, gain) point at the run's strength of that kind."""
+    its gain within each budget, and its (worst drop, gain) point at the run's strength of that kind (none for
+    the closed form's methods when a strength rule chose each cell's strength: that point is on no curve)."""
     out: dict[str, dict[str, Any]] = {}
     methods = list(dict.fromkeys(r["method"] for r in sweep))
     for kind, group in ORDER:
         for name in methods:
             found = frontier.curve(sweep, name, kind, group)
             if found is not None:
-                point = found.point(settings.strength_of(kind))
+                ruled = settings.strength_rule is not None and name.startswith("closed_form")
+                point = None if ruled else found.point(settings.strength_of(kind))
                 out.setdefault(group_key(kind, group), {})[name] = {
                     **found.summary(), "label": method_label(name, settings.space),
                     "strength": settings.strength_of(kind), "at_strength": None if point is None else list(point)}
