@@ -15,7 +15,7 @@ min-max of the per-seed figures. Nothing here is tuned: the candidates, criteria
 the method page, and this script only measures them.
 
     python benchmarks/decide_default.py --seeds 1,2                      # development: the choice
-    python benchmarks/decide_default.py --seeds 101,102,103 --candidates blend/fixed   # confirmation
+    python benchmarks/decide_default.py --seeds 101,102,103 --candidates SPACE/RULE --frontiers SPACE   # confirmation
 """
 
 from __future__ import annotations
@@ -46,8 +46,10 @@ def candidate_settings(space: str, rule: str) -> Any:
     return CellSettings(space=space, strength_rule=None if rule == "fixed" else rule)
 
 
-def measure(world: str, seed: int, candidates: Sequence[tuple[str, str]], max_cells: int, progress: bool) -> dict[str, Any]:
-    """One replicate: sweep records of the frontier methods, and per candidate one record per cell (closed form and
+def measure(world: str, seed: int, candidates: Sequence[tuple[str, str]], spaces: Sequence[str], max_cells: int,
+            progress: bool) -> dict[str, Any]:
+    """One replicate: sweep records of the frontier methods (the closed form in each of `spaces`, the labelled
+    reference), and per candidate one record per cell (closed form and
     labelled reference accuracies per evaluation set, with the cell's zero-shot ones)."""
     from platonic_sdk.evaluate.cells import eval_names
     from platonic_sdk.evaluate.experiment import selected_cells
@@ -60,7 +62,7 @@ def measure(world: str, seed: int, candidates: Sequence[tuple[str, str]], max_ce
 
     ws, describe = replicate_workspace(world, seed, progress=progress)
     cells = [c for s in selections(max_cells=max_cells) for c in selected_cells(ws, s, "auto")]
-    sweep = strength_sweep(ws, cells, STRENGTHS, CellSettings(), [*(f"closed_form_{s}" for s in SPACES), "label_reference"])
+    sweep = strength_sweep(ws, cells, STRENGTHS, CellSettings(), [*(f"closed_form_{s}" for s in spaces), "label_reference"])
     points = defaultdict(list)
     for cell in progress_bar(cells, desc=f"{world} {seed}: candidates", disable=not progress):
         names = eval_names(ws, cell)
@@ -179,9 +181,12 @@ def main() -> None:
     parser.add_argument("--seeds", default="1,2")
     parser.add_argument("--candidates", default=",".join(f"{s}/{r}" for s in SPACES for r in RULES),
                         help="SPACE/RULE pairs (RULE: fixed or a registered strength rule)")
+    parser.add_argument("--frontiers", default=",".join(SPACES),
+                        help="spaces whose closed form is swept (the criteria read affinity's and each candidate's)")
     parser.add_argument("--max-cells", type=int, default=20, help="cross-family cells per kind, evenly spread")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", metavar="PATH", help="write every record and figure here")
+    parser.add_argument("--read", metavar="PATH", help="judge the runs of an earlier --json file instead of measuring")
     parser.add_argument("--progress", action="store_true")
     args = parser.parse_args()
     import torch
@@ -191,12 +196,16 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     worlds, seeds = args.worlds.split(","), [int(s) for s in args.seeds.split(",")]
     candidates = [tuple(c.split("/")) for c in args.candidates.split(",")]
+    spaces = list(dict.fromkeys(["affinity", *args.frontiers.split(","), *(s for s, _ in candidates)]))
     runs: dict[str, list[dict[str, Any]]] = {}
+    if args.read:
+        earlier = json.loads(Path(args.read).read_text())
+        runs, seeds = {w: earlier["runs"][w] for w in worlds}, earlier["seeds"]
     with caching():
-        for w in worlds:
+        for w in worlds if not args.read else ():
             for seed in seeds:
                 started = time.perf_counter()
-                runs.setdefault(w, []).append(measure(w, seed, candidates, args.max_cells, args.progress))
+                runs.setdefault(w, []).append(measure(w, seed, candidates, spaces, args.max_cells, args.progress))
                 print(f"{w} seed {seed}: {time.perf_counter() - started:.0f} s", flush=True)
     table = {w: {f"{s}/{r}": judge(w, runs[w], f"{s}/{r}") for s, r in candidates} for w in worlds}
     print("\nFrontiers (cells pooled over seeds " + ", ".join(map(str, seeds)) + "):\n\n" + frontiers(runs))
