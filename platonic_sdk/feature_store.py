@@ -5,9 +5,9 @@ An entry's key hashes four things, so that a change to any of them misses the en
 - the model: every tensor of its state dict (names, dtypes, shapes, bytes), so an applied edit counts;
 - the dataset: each item's stamp (a file's path, size and modification time; a dataset row's table
   fingerprint and index; an in-memory item's content, see `tasks.item_fingerprint`), in order;
-- the preprocessing: the bytes of the batch that the model's own `preprocess` makes of the first items
-  (taken from an `accel.Prepared` set's kept batches when it has them, so nothing is preprocessed twice),
-  plus the autocast setting and the device type;
+- the preprocessing: the bytes of the batch that the model's own `preprocess` makes of the first two items
+  (always as a batch of their own: a Prepared set and its plain items share the key, and a hit preprocesses
+  two items, never a whole batch), plus the autocast setting and the device type;
 - the site: its kind, layout and weight shape.
 
 The batch size is not part of the key: forward passes of other batch sizes agree to float rounding.
@@ -96,13 +96,12 @@ def items_fingerprint(items: Sequence[Any]) -> str:
 
 
 def preprocessing_fingerprint(encoder: DualEncoder, items: Sequence[Any], amp: bool) -> str:
-    """blake2b of the batch the model's `preprocess` makes of the first two items, the autocast flag and device type."""
+    """blake2b of the batch the model's `preprocess` makes of the first two items (a batch of their own, whatever
+    the set: a plain and an `accel.Prepared` set of the same items get one key, and a hit costs two items'
+    preprocessing, not a whole batch's: some adapters' preprocessing runs a frozen trunk), the autocast flag and device type."""
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{type(encoder).__qualname__}|amp={amp}|{encoder.device.type}|{encoder.dtype}|".encode())
-    if isinstance(items, Prepared) and items.kept():
-        _batch_bytes(h, items.rows(0, 2))
-    else:
-        _batch_bytes(h, encoder.preprocess([items[i] for i in range(min(2, len(items)))]))
+    _batch_bytes(h, encoder.preprocess([items[i] for i in range(min(2, len(items)))]))
     return h.hexdigest()
 
 

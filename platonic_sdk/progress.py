@@ -1,7 +1,8 @@
 """Progress of long stages, one helper for the whole SDK: a tqdm bar when stderr is a terminal;
 otherwise (logs, CI, pipes) a line at every `STEP_PERCENT` of a stage of known length once it has run
 `MIN_SECONDS` (count, rate, time left), and one line when a stage of at least `MIN_SECONDS` ends, instead
-of kilobytes of bar redraws. Under torch.distributed only rank 0 shows progress.
+of kilobytes of bar redraws. Under torch.distributed only rank 0 shows progress, and a worker process
+(`silence`) none: its parent reports for it.
 """
 
 from __future__ import annotations
@@ -78,11 +79,19 @@ class LineProgress:
         self.close()
 
 
+_SILENT: list[bool] = []
+
+
+def silence() -> None:
+    """Show no progress in this process from now on: a worker process, whose parent reports its work."""
+    _SILENT.append(True)
+
+
 def progress(iterable: Iterable[Any] | None = None, desc: str = "", total: int | None = None, disable: bool = False,
              leave: bool = True, **options: Any) -> Any:
     """A progress bar over `iterable` (or one updated by hand): tqdm on a terminal, else a `LineProgress`;
     disabled on every rank but 0 of a process group."""
-    disable = disable or (dist.is_available() and dist.is_initialized() and dist.get_rank() != 0)
+    disable = disable or bool(_SILENT) or (dist.is_available() and dist.is_initialized() and dist.get_rank() != 0)
     if not disable and sys.stderr.isatty():
         return tqdm(iterable, desc=desc, total=total, leave=leave, **options)
     return LineProgress(iterable, desc, total, disable)

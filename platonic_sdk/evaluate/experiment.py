@@ -7,7 +7,8 @@ finished cell and method pass; a rerun resumes), studies/<name>.json (each study
 arguments, and the fine-tunes' test accuracies: a rerun reads them back), studies.json (every study),
 report.json (the summaries), report.md (tables and figures) and figures/*.png (a rerun that reports
 the same summary keeps them). Methods with a cell cap (the LoRA route)
-run after the others, on cells spread evenly over each kind and group.
+run on cells spread evenly over each kind and group, in worker processes, one per core (workers.py),
+while this process runs the other methods; their records come after the others'.
 
 Under torch.distributed (`torchrun`, every rank calling run_experiment with the same spec) the
 encodings and the cells are split over the ranks (ranks.py) and rank 0 alone writes `out/`; the
@@ -28,17 +29,21 @@ import numpy as np
 from .. import distributed
 from ..errors import PlatonicError
 from ..finetune import FinetuneConfig
+from ..progress import progress as progress_bar
 from ..transfer.lora import LoraRouteConfig
 from ..version import __version__
 from . import plots, report, studies
 from .cells import Cell, addition_cells, negation_cells
 from .merging import orthoreg_comparison
-from .methods import evaluate_cell, method
+from .methods import evaluate_cell, lora_inputs, method
 from .ranks import run_cells, same_settings, warm
 from .runfolder import RunFolder
-from .settings import KINDS, CellSelection, ExperimentConfig, selections
+from .settings import KINDS, CellSelection, CellSettings, ExperimentConfig, selections
 from .similarity import similarity
+from .workers import PassPool, pass_workers
 from .workspace import Workspace
+
+Pass = tuple[str, Cell, tuple[str, ...]]  # (record key, cell, methods): one record of the run
 
 def spread(items: Sequence[Any], count: int | None) -> list[Any]:
     """At most `count` items, evenly spaced over the sequence (all when count is None or large enough)."""
@@ -134,7 +139,12 @@ def _run(ws: Workspace, folder: RunFolder | None, config: ExperimentConfig, desc
         if on_record is not None:
             on_record(entry)
 
-    timed("cells", lambda: run_cells([p for p in passes if p[0] not in finished], evaluate, record, progress))
+    pending = [p for p in passes if p[0] not in finished]
+    if distributed.rank_and_world()[1] > 1:  # the ranks split every pass among themselves
+        timed("cells", lambda: run_cells(pending, evaluate, record, progress))
+    else:
+        capped = [p for p in pending if any(config.cap(m) is not None for m in p[2])]
+        run_capped(ws, capped, [p for p in pending if p not in capped], evaluate, record, config.settings, progress, timed)
     if folder is None:  # another rank: its cells went to rank 0, which runs the rest
         return None
     records: dict[str, dict[str, Any]] = {}
@@ -177,6 +187,31 @@ def _run(ws: Workspace, folder: RunFolder | None, config: ExperimentConfig, desc
     folder.write_json("report.json", summary)
     folder.write_text("report.md", report.render(summary, title, results))
     return summary
+
+
+def run_capped(ws: Workspace, capped: list[Pass], first: list[Pass], evaluate: Callable[[Pass], dict[str, Any]],
+               record: Callable[[dict[str, Any]], None], settings: CellSettings, progress: bool,
+               timed: Callable[[str, Callable[[], Any]], Any]) -> None:
+    """One process: the `first` passes here, in order (stage "cells"), while worker processes, one per core
+    (workers.PassPool), run the capped methods' passes (the LoRA route's fits; stage "<methods> cells");
+    every record in pass order, the capped ones last. What the workers read (the cells' encodings, and each
+    LoRA fit's descriptors and grid states) is made here first, once: they inherit it."""
+    workers = pass_workers([ws.models[c.target] for _, c, _ in capped], len(capped))
+
+    def prepare() -> None:
+        warm(ws, list(dict.fromkeys(c for _, c, _ in capped)))
+        for _, cell, names in capped:
+            if "lora" in names:
+                lora_inputs(ws, cell, settings)
+
+    if workers > 1:
+        timed("features", prepare)
+    stage = " + ".join(sorted({m for _, _, names in capped for m in names})) + " cells"
+    with progress_bar(total=len(capped), desc=stage, disable=not (progress and capped)) as bar, \
+            PassPool(evaluate, capped, workers, on_done=bar.update) as pool:
+        timed("cells", lambda: run_cells(first, evaluate, record, progress))
+        if capped:
+            timed(stage, lambda: [record(entry) for entry in pool.results()])
 
 
 def recorded(folder: RunFolder, name: str, params: dict[str, Any], compute: Callable[[], Any]) -> Any:

@@ -31,6 +31,8 @@ from ..finetune.weightspace import merge_method, merge_methods
 from ..linalg import unit_rows
 from ..spaces import SPACES
 from ..strength import STRENGTH_RULES
+from ..descriptor import Composition
+from ..transfer.closed_form import GridState
 from ..transfer.lora import LoraRouteConfig, fit_lora
 from .alignment import alignment
 from .cells import Cell, cell_solve, eval_names, folded, rule_folded, signed_strength  # noqa: F401  (eval_names: for cell methods)
@@ -97,19 +99,25 @@ def lora_sweep(ws: Workspace, cell: Cell, settings: CellSettings, strengths: Seq
     return [ws.live_accuracies(cell.target, eval_names(ws, cell), edit.scaled(c) if c else None) for c in strengths]
 
 
-def lora_edit(ws: Workspace, cell: Cell, settings: CellSettings) -> LoraEdit:
-    """Fit sign * sum_l UTD_l with the LoRA route (recipe: LoraRouteConfig(**settings.lora)) on the cell's
-    grids (anchoring, when the kind anchors, the transfer tasks that read other attributes than every cell
-    task: the joint fit already holds each term's own probes); the caller scales it by the cell's strength,
-    as the closed form folds its operator. The fit starts from the target's bank states of those grids
-    (their preprocessed items, unedited rows and landmarks): nothing unedited is encoded again."""
+def lora_inputs(ws: Workspace, cell: Cell, settings: CellSettings) -> tuple[Composition, LoraRouteConfig, dict[str, GridState], tuple[str, ...]]:
+    """What the cell's LoRA fit reads from the workspace: the composition sign * sum_l UTD_l (row-centred when the
+    kind centres), the recipe (LoraRouteConfig(**settings.lora)), the target's bank states of the cell's grids
+    and of the anchored tasks' grids, and the anchored tasks (when the kind anchors: the transfer tasks that read
+    other attributes than every cell task; the joint fit already holds each term's own probes)."""
     sign = signed_strength(cell, settings)[0]
     terms = [sign * ws.descriptor(source, task, settings.space) for source, task in zip(cell.sources, cell.tasks)]
     composition = sum(terms[1:], terms[0])
-    config = LoraRouteConfig(**settings.lora, seed=settings.seed)
     composition = composition.centred() if settings.centres(cell.kind) else composition
     anchors = ws.anchor_tasks(cell.tasks) if settings.anchors(cell.kind) else ()
     states = {t: ws.grid_state(cell.target, t) for t in (*cell.tasks, *anchors)}
+    return composition, LoraRouteConfig(**settings.lora, seed=settings.seed), states, anchors
+
+
+def lora_edit(ws: Workspace, cell: Cell, settings: CellSettings) -> LoraEdit:
+    """Fit the cell's composition with the LoRA route on its grids (`lora_inputs`); the caller scales it by the
+    cell's strength, as the closed form folds its operator. The fit starts from the target's bank states of
+    those grids (their preprocessed items, unedited rows and landmarks): nothing unedited is encoded again."""
+    composition, config, states, anchors = lora_inputs(ws, cell, settings)
     encoded = {s.grid.identity: (unit_rows(s.raw_embeddings), s.landmarks) for s in states.values()}
     return fit_lora(ws.models[cell.target], composition, [states[t].grid for t in cell.tasks], config, progress=False,
                     anchors=[states[t].grid for t in anchors], encoded=encoded)

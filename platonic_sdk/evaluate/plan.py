@@ -166,7 +166,8 @@ def dry_run(experiment: Experiment, store: FeatureStore | None | str = "active",
     holds; nothing is encoded or written."""
     ws, config = experiment.workspace, experiment.config
     store = active_store() if store == "active" else store
-    evaluated = [t for t, task in ws.tasks.items() if len(task.test)]
+    used = {*ws.transfer_tasks, *ws.controls, *config.held_out[-1:]}  # the test splits a run encodes: cells and studies evaluate no other
+    evaluated = [t for t, task in ws.tasks.items() if len(task.test) and t in used]
     probed = list(ws.transfer_tasks)
     models = []
     for family, model in ws.models.items():

@@ -226,7 +226,7 @@ class Workspace:
             if isinstance(ft, UTD):
                 raise PlatonicError(f"({family!r}, {ft_task!r}) is a stored descriptor; its fine-tuned model is not available")
             items = self.inputs(family, grid_task, "grid")
-            self._ft_rows[key] = encode_items(ft, items if key == full else items.part(0, limit), self.batch_size, self.progress)
+            self._ft_rows[key] = encode_items(ft, items if key == full else items.part(0, limit), self.batch_size, self.progress, cache=True)
         return self._ft_rows[key]
 
     def descriptor(self, family: str, task: str, space: str = DEFAULT_SPACE) -> UTD:
@@ -283,7 +283,7 @@ class Workspace:
             ft = self.finetuned.get(key)
             if not isinstance(ft, DualEncoder):
                 return None
-            f = encode_items(ft, self.inputs(family, task, "test"), self.batch_size, self.progress)
+            f = encode_items(ft, self.inputs(family, task, "test"), self.batch_size, self.progress, cache=True)
             self._ft_accuracy[key] = accuracy_of(predict(f, self.landmarks(family, task)), self._task(task).test.labels)
         return self._ft_accuracy[key]
 

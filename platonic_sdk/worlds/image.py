@@ -53,24 +53,39 @@ def _place(rng: np.random.Generator, position: str | None) -> tuple[float, float
     return float(x + rng.uniform(-0.04, 0.04)), float(y + rng.uniform(-0.04, 0.04))
 
 
+SCATTER_DRAWS = 256  # candidate centres drawn per call of the generator (those left unused are given back)
+SCATTER_MISSES = 50  # misses in a row after which a layout is redrawn from scratch
+
+
 def _scatter(rng: np.random.Generator, count: int, radius: float, size: int = 32) -> tuple[tuple[float, float], ...]:
     """`count` centres (frame fractions) whose discs of `radius` px stay apart and inside the frame.
 
-    Rejection sampling; a layout that gets stuck (50 misses in a row) is redrawn from scratch.
+    Rejection sampling: candidate c_i ~ U(margin, 1 - margin)^2, each taken iff |c_i - o| * size > 2.3 radius
+    for every centre o taken so far; a layout that gets stuck (SCATTER_MISSES misses in a row) is redrawn from
+    scratch. Candidates are drawn in blocks and tested SCATTER_MISSES at a time, which takes the same
+    candidates as drawing them one by one; the generator is left where the one-by-one draws would leave it.
     """
     margin = (radius + 1) / size
-    centres: list[tuple[float, float]] = []
-    misses = 0
+    start = rng.bit_generator.state
+    drawn = np.empty((0, 2))
+    centres = np.empty((0, 2))
+    used = 0  # candidates tested so far
     while len(centres) < count:
-        c = tuple(float(v) for v in rng.uniform(margin, 1 - margin, size=2))
-        if all(np.hypot(c[0] - o[0], c[1] - o[1]) * size > 2.3 * radius for o in centres):
-            centres.append(c)
-            misses = 0
+        if len(drawn) < used + SCATTER_MISSES:
+            drawn = np.concatenate([drawn, rng.uniform(margin, 1 - margin, size=(SCATTER_DRAWS, 2))])
+        if not len(centres):  # the first centre of a layout is always taken
+            centres, used = drawn[used : used + 1], used + 1
+            continue
+        window = drawn[used : used + SCATTER_MISSES]
+        apart = (np.hypot(window[:, None, 0] - centres[None, :, 0], window[:, None, 1] - centres[None, :, 1]) * size > 2.3 * radius).all(1)
+        if apart.any():
+            hit = int(apart.argmax())
+            centres, used = np.concatenate([centres, window[hit : hit + 1]]), used + hit + 1
         else:
-            misses += 1
-            if misses == 50:
-                centres, misses = [], 0
-    return tuple(centres)
+            centres, used = centres[:0], used + SCATTER_MISSES
+    rng.bit_generator.state = start  # give back the candidates drawn but not tested
+    rng.uniform(margin, 1 - margin, size=(used, 2))
+    return tuple((float(x), float(y)) for x, y in centres)
 
 
 def single_shape(rng: np.random.Generator, **fixed) -> Scene:

@@ -129,9 +129,17 @@ def _mask(scene: Scene, n: int) -> np.ndarray:
     return np.asarray(img) > 127
 
 
+@lru_cache(maxsize=4)
+def _coordinates(n: int) -> np.ndarray:
+    """(y, x) of every pixel of an n x n supersampled frame, in output pixels (read-only, built once per n)."""
+    grid = np.mgrid[0:n, 0:n].astype(np.float64) / SS
+    grid.flags.writeable = False
+    return grid
+
+
 def _pattern(pattern: str, period: float, n: int) -> np.ndarray:
     """Boolean 'on' mask of a fill pattern with the given period (output pixels) at resolution n."""
-    y, x = np.mgrid[0:n, 0:n].astype(np.float64) / SS
+    y, x = _coordinates(n)
     p = max(period, 1.0)
     if pattern == "plain":
         return np.ones((n, n), dtype=bool)
@@ -143,6 +151,12 @@ def _pattern(pattern: str, period: float, n: int) -> np.ndarray:
         dx, dy = (x % p) - p / 2, (y % p) - p / 2
         return dx * dx + dy * dy < (0.3 * p) ** 2
     raise ValueError(f"unknown pattern {pattern!r}")
+
+
+def _box_mean(canvas: np.ndarray) -> np.ndarray:
+    """Mean of each SS x SS block (SS = 2), summed in the order numpy's `reshape(...).mean(axis=(1, 3))` sums them
+    (row-major within the block), so the same bits at a fifth of the cost."""
+    return (((canvas[0::2, 0::2] + canvas[0::2, 1::2]) + canvas[1::2, 0::2]) + canvas[1::2, 1::2]) / 4
 
 
 def render(scene: Scene, size: int = 32) -> Image.Image:
@@ -159,7 +173,7 @@ def render(scene: Scene, size: int = 32) -> Image.Image:
         on = _pattern(scene.pattern, scene.period, n)
         canvas[mask & on] = rgb
         canvas[mask & ~on] = 0.3 * rgb
-    img = canvas.reshape(size, SS, size, SS, 3).mean(axis=(1, 3))
+    img = _box_mean(canvas)
     if scene.tint is not None:
         img = (1 - scene.tint_strength) * img + scene.tint_strength * np.asarray(TINTS[scene.tint], dtype=np.float64)
     return Image.fromarray(np.clip(np.rint(img), 0, 255).astype(np.uint8), "RGB")
