@@ -54,12 +54,15 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, command: str, words
 def assert_error_text(status: int, stderr: str, command: str, words: str) -> None:
     assert status == 2
     assert "Traceback" not in stderr
-    errors = [line for line in stderr.splitlines() if "error:" in line]
-    assert len(errors) == 1 and errors[0].startswith(f"platonic {command}: error:") and words in errors[0], stderr
+    lines = stderr.strip().splitlines()
+    first = next(i for i, line in enumerate(lines) if "error:" in line)  # warnings may come before it
+    message = " ".join(line.strip() for line in lines[first:])
+    assert lines[first].startswith(f"platonic {command}: error:") and len(lines[first]) <= 200 and words in message, stderr
+    assert all(line.startswith("  ") for line in lines[first + 1:]), stderr  # the details, after a first line of 200 or less
 
 
 def in_process(capsys, work: Path, command: str, words: str, *args: str) -> None:
-    """Run `platonic command args` through cli.main in `work` and check its one-line error."""
+    """Run `platonic command args` through cli.main in `work` and check its error (first line, then details)."""
     old = Path.cwd()
     os.chdir(work)
     try:
@@ -160,10 +163,10 @@ def test_bank_edit_evaluate_chain(descriptors, capsys):
     saved = ps.load("siglip", str(work / "edited"))
     for name in ("small_shapes", "amber_shapes"):
         task = world.task(name)
-        assert rows[name]["zero_shot"] == pytest.approx(accuracy(target, task))
+        assert rows[name]["zero_shot"] == pytest.approx(accuracy(target, task), abs=0.005)
         with direct.applied_to(target):
-            assert rows[name]["edited"] == pytest.approx(accuracy(target, task))
-        assert rows[name]["edited"] == pytest.approx(accuracy(saved, task))
+            assert rows[name]["edited"] == pytest.approx(accuracy(target, task), abs=0.005)
+        assert rows[name]["edited"] == pytest.approx(accuracy(saved, task), abs=0.005)
 
     in_process(capsys, work, "bank", "no such file", "--family", "siglip", "--descriptor", "missing.safetensors", "-o", "x.safetensors")
     in_process(capsys, work, "edit", "NAME=COEFFICIENT", "--bank", "bank.safetensors", "--term", "a=lots", "-o", "x.safetensors")
@@ -252,8 +255,8 @@ def test_grid_from_a_config_file(descriptors, capsys):
     assert sorted(c["kind"] for c in cells) == ["addition"] * 2 + ["negation"] * 4
     report = (work / "run/report.md").read_text()
     assert "## Two-task addition" in report and "| ridge_b | 0.1 |" in report and "| ridge_a | 0.01 |" in report  # the library's ridge_a
-    assert sorted(p.name for p in (work / "run/figures").iterdir()) == ["accumulation.png", "per_task.png", "similarity.png", "strength_sweep.png",
-                                                                        "two_task_scatter.png"]
+    assert sorted(p.name for p in (work / "run/figures").iterdir()) == ["accumulation.png", "frontier.png", "per_task.png", "similarity.png",
+                                                                        "strength_sweep.png", "two_task_scatter.png"]
     in_process(capsys, work, "grid", "run.settings.addition_strength: 0.5 -> 0.7", "--config", "grid.toml", "--out", "run", "--addition-strength", "0.7")
     old = Path.cwd()
     os.chdir(work)

@@ -31,7 +31,7 @@ from ..finetune.weightspace import merge_method, merge_methods
 from ..linalg import unit_rows
 from ..spaces import SPACES
 from ..strength import STRENGTH_RULES
-from ..descriptor import Composition
+from ..descriptor import UTD, Composition
 from ..transfer.closed_form import GridState
 from ..transfer.lora import LoraRouteConfig, fit_lora
 from .alignment import alignment
@@ -62,8 +62,12 @@ def closed_form_at(rule: str) -> MethodFn:
 
 
 def closed_form_in(space: str) -> MethodFn:
-    """The closed form transferring every descriptor in `space`, whatever the settings' space (closed_form_<space>)."""
-    def fn(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
+    """The closed form transferring every descriptor in `space`, whatever the settings' space (closed_form_<space>);
+    None where a source is a descriptor stored in another space (without its fine-tune it cannot be recomputed)."""
+    def fn(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float] | None:
+        stored = [ws.finetuned.get((s, t)) for s, t in zip(cell.sources, cell.tasks)]
+        if any(isinstance(f, UTD) and f.space != space for f in stored):
+            return None
         return closed_form(ws, cell, attrs.evolve(settings, space=space))
     return fn
 
