@@ -178,6 +178,9 @@ def test_platonic_edit_strength_auto(tiny, tmp_path, capsys):
     target = ps.from_config("siglip", seed=2)
     target.save(str(tmp_path / "siglip"))
     utd.save(tmp_path / "a.safetensors")
+    live = ps.OperatorBank(target)
+    live.add_grid(grids["small_shapes"])
+    live.save(tmp_path / "bank.safetensors", {"a": utd})
     world = ["--train-per-class", "4", "--test-per-class", "3", "--per-class", "2", "--quiet"]
     old = Path.cwd()
     os.chdir(tmp_path)
@@ -187,7 +190,7 @@ def test_platonic_edit_strength_auto(tiny, tmp_path, capsys):
         with pytest.raises(SystemExit):
             cli.main(["edit", "--family", "siglip", "--add", "a.safetensors", "--strength", "least_square", "-o", "x.safetensors"])
         assert "did you mean 'least_squares'" in capsys.readouterr().err
-        assert cli.main(["edit", "--bank", "nothere.safetensors", "--add", "a", "--strength", "auto", "-o", "x.safetensors"]) == 2
+        assert cli.main(["edit", "--bank", "bank.safetensors", "--add", "a", "--strength", "auto", "-o", "x.safetensors"]) == 2
         assert "--strength least_squares_off_task reads the target's probes" in capsys.readouterr().err
     finally:
         os.chdir(old)
