@@ -5,7 +5,8 @@ The preset: descriptor similarity on the whole grids; every cross-family two-tas
 negation cell with the cached methods (zero-shot, Random-UTD, Single-A/B, closed form, oracle) and
 the LoRA route on `lora_cells` of each kind; `weight_space_cells` same-model addition cells with
 weight-space task arithmetic; held-out transfer on the world's trio; strength sweep and frontier (the
-closed form in the default space and in the paper's affinity space), accumulation and the guarantee diagnostic. Writes run.json, cells.jsonl, report.json, report.md and figures/ into --out.
+closed form in the run's space, the paper's affinity space and blend), accumulation and the guarantee
+diagnostic. Writes run.json, cells.jsonl, report.json, report.md and figures/ into --out.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def demo_config(world: str, seed: int = 0, lora_cells: int = 8, weight_space_cel
         cells=cells, settings=settings, methods=(*CACHED, "lora") if lora_cells else CACHED,
         method_cells={"lora": lora_cells}, held_out=tuple(spec.make(seed=seed).trio), similarity_probes=None,
         orthoreg_tasks=orthoreg_tasks, orthoreg_recipe=orthoreg_recipe or {},
-        sweep_methods=("closed_form", "closed_form_affinity"),  # the default and the paper's descriptor on one frontier, from cached features
+        sweep_methods=("closed_form", "closed_form_affinity", "closed_form_blend"),  # the run's space, the paper's and blend on one frontier, from cached features
     )
 
 

@@ -203,8 +203,8 @@ class DualEncoder(abc.ABC):
     @property
     def logit_scale(self) -> float:
         """The scale s of the zero-shot logits s <f, g>: the softmax temperature over a grid's prompts in the
-        descriptor spaces that read probabilities (spaces whose `needs_logit_scale` is set: the default `blend`
-        among them). Default: exp of the model's scalar `logit_scale` parameter where it has one (CLIP's
+        descriptor spaces that read probabilities (spaces whose `needs_logit_scale` is set: `blend`,
+        `probability`, `confidence`). Default: exp of the model's scalar `logit_scale` parameter where it has one (CLIP's
         convention: the log is stored), capped at `MAX_LOGIT_SCALE` as CLIP's training caps it; else CLIP's
         initial 1/0.07 (`CLIP_LOGIT_SCALE`), the scale a contrastive model starts from. Override it where the
         model keeps its scale elsewhere (CLAP: one per direction), or was trained at another fixed scale."""

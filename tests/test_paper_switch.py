@@ -24,7 +24,7 @@ def test_the_python_preset_is_the_papers_method():
     assert {k: getattr(paper, k) for k in PAPER_BY_HAND} == PAPER_BY_HAND
     assert paper.lora == {"lr": 1e-3} and paper.seed == 3
     default = CellSettings()
-    assert default.space == DEFAULT_SPACE != "affinity" and default.centre and default.anchor  # the defaults differ from it
+    assert default.space == DEFAULT_SPACE and default.centre and default.anchor and default != CellSettings.paper()  # centring, anchors
 
 
 def _args(*argv: str):
@@ -59,13 +59,13 @@ def test_paper_is_refused_beside_a_flag_it_sets(command, flag, tmp_path, capsys)
 
 
 def test_reports_name_the_closed_form_by_its_space():
-    """A run's tables name the closed form by the run's descriptor space (the default blend, or affinity under --paper),
+    """A run's tables name the closed form by the run's descriptor space (the run's space: the default, or blend under --space blend),
     never "ours" beside the paper's figures, which the paper measured with its own (affinity) descriptor."""
     from platonic_sdk.evaluate import report
 
     row = {"task_a": 60.0, "task_b": 55.0, "control": 70.0, "controls": {"c": 70.0}, "cells": 2}
     summary = {"addition": {"cells": 2, "zero_shot": row, "closed_form": {**row, "task_a": 70.0}}}
-    for space in (DEFAULT_SPACE, "affinity"):
+    for space in (DEFAULT_SPACE, "blend", "pseudo_label"):
         table = report.cells_section(summary, "addition", "cross-family", 0.5, space)
         assert f"| closed form, {space.replace('_', '-')} descriptors | 70.00 | 55.00 |" in table and "ours" not in table
 

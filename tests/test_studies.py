@@ -23,6 +23,7 @@ from platonic_sdk.evaluate.methods import evaluate_cell
 from platonic_sdk.evaluate.report import cells_section, summarise
 from platonic_sdk.evaluate.settings import CellSettings, ExperimentConfig, selections
 from platonic_sdk.evaluate.similarity import similarity
+from platonic_sdk.spaces import SPACES
 from platonic_sdk.tasks import Grid
 
 from grid_zoo import CONTROL, TASKS, build_workspace
@@ -208,7 +209,8 @@ def test_run_folder_has_report_and_readable_figures(ws, tmp_path):
 def test_the_sweep_runs_each_descriptor_method_once_and_a_capped_one_only_where_it_runs():
     config = ExperimentConfig()
     assert "closed_form" in config.swept() and f"closed_form_{config.settings.space}" not in config.swept()  # closed_form itself
-    assert {"oracle", "label_reference", "random_utd", "alignment", "closed_form_affinity"} <= set(config.swept())
+    others = {f"closed_form_{s}" for s in SPACES if s != config.settings.space}
+    assert {"oracle", "label_reference", "random_utd", "alignment", *others} <= set(config.swept())
     assert "lora" not in config.swept()  # on request only (it fits again and re-encodes per strength)
     asked = ExperimentConfig(sweep_methods=(*config.sweep_methods, "lora"), settings=CellSettings(space="affinity"))
     assert "lora" not in asked.swept()  # asked for, but the LoRA route is not among the run's methods

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 DescriptorFn = Callable[["Tensor", "Tensor", "Tensor", "float | None"], "Tensor"]
 
 SPACES = ("affinity", "probability", "pseudo_label", "confidence", "blend")  # the built-in spaces, one module each
-DEFAULT_SPACE = "blend"  # chosen on the worlds' task figures, docs/method.md sec. 15 (the paper's: affinity)
+DEFAULT_SPACE = "affinity"  # the paper's; chosen by the protocol of docs/method.md sec. 15.1 (0.1.0: blend)
 
 
 @attrs.frozen
