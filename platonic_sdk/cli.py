@@ -35,14 +35,16 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _common() -> Parser:
+def _common(batch_size: int = 64, threads: int | None = None) -> Parser:
+    """The options every command takes; a fresh parser per command, so that one command's defaults never reach another's."""
     p = Parser(add_help=False)
     g = p.add_argument_group("general")
     g.add_argument("--config", metavar="TOML", help="read options from a TOML file (command line wins)")
     g.add_argument("--device", type=device, help="torch device for the models, e.g. cpu or cuda (default: where they load)")
-    g.add_argument("--batch-size", type=positive_int, default=64, help="encoding batch size (default 64)")
+    g.add_argument("--batch-size", type=positive_int, default=batch_size, help=f"encoding batch size (default {batch_size})")
     g.add_argument("--seed", type=count, default=0, help="seed for splits, fine-tuning and baselines (default 0)")
-    g.add_argument("--threads", type=positive_int, help="torch CPU threads (grid: 1; others: torch's default)")
+    g.add_argument("--threads", type=positive_int, default=threads,
+                   help=f"torch CPU threads (default {threads or 'torch'})")
     g.add_argument("--quiet", action="store_true", help="no progress bars")
     g.add_argument("--cache-dir", metavar="DIR", help="on-disk feature cache (default: $PLATONIC_CACHE_DIR, else ~/.cache/platonic_sdk/features)")
     g.add_argument("--no-cache", action="store_true", help="encode everything again, reading and writing no feature cache")
@@ -131,17 +133,16 @@ def build_parser() -> Parser:
     parser = Parser(prog="platonic", description="Move task edits between dual encoders (UTDs, closed-form operators).")
     parser.add_argument("--version", action="version", version=f"platonic_sdk {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
-    common, data, task, model, ridge, recipe = _common(), _data(), _task(), _model(), _ridge(), _recipe()
 
-    p = sub.add_parser("families", parents=[common], help="list the registered model families")
+    p = sub.add_parser("families", parents=[_common()], help="list the registered model families")
     p.add_argument("--modality", choices=("image", "audio"), help="only families of one modality")
     p.set_defaults(func=commands.cmd_families)
 
-    p = sub.add_parser("finetune", parents=[common, model, task, data, recipe], help="fine-tune a source model on a task and save the fine-tune")
+    p = sub.add_parser("finetune", parents=[_common(), _model(), _task(), _data(), _recipe()], help="fine-tune a source model on a task and save the fine-tune")
     p.add_argument("-o", "--output", type=output_file, metavar="FILE", help="where to write the fine-tune (.safetensors task vector)")
     p.set_defaults(func=commands.cmd_finetune)
 
-    p = sub.add_parser("utd", parents=[common, model, task, data, recipe], help="compute a task descriptor and save it")
+    p = sub.add_parser("utd", parents=[_common(), _model(), _task(), _data(), _recipe()], help="compute a task descriptor and save it")
     p.add_argument("--ft-checkpoint", help="the fine-tuned checkpoint (same family; --checkpoint is the pretrained one), "
                    "or a task-vector file of --checkpoint (what --save-finetune writes; the zoo's fine-tunes)")
     p.add_argument("--ft-adapter", metavar="DIR", help="a peft LoRA adapter folder trained on --checkpoint (the fine-tuned side)")
@@ -155,12 +156,12 @@ def build_parser() -> Parser:
     p.add_argument("-o", "--output", type=output_file, metavar="FILE", help="where to write the UTD (.safetensors)")
     p.set_defaults(func=commands.cmd_utd)
 
-    p = sub.add_parser("bank", parents=[common, model, task, data, ridge], help="build a target's operators for descriptors")
+    p = sub.add_parser("bank", parents=[_common(), _model(), _task(), _data(), _ridge()], help="build a target's operators for descriptors")
     p.add_argument("--descriptor", nargs="+", metavar="FILE", help="UTD files; each operator is named by its file stem")
     p.add_argument("-o", "--output", type=output_file, metavar="FILE", help="where to write the operator bank (.safetensors)")
     p.set_defaults(func=commands.cmd_bank)
 
-    p = sub.add_parser("edit", parents=[common, model, task, data, ridge],
+    p = sub.add_parser("edit", parents=[_common(), _model(), _task(), _data(), _ridge()],
                        help="compose descriptors into an edit of a target (closed form, or the LoRA route to a peft adapter)")
     p.add_argument("--route", choices=("closed-form", "lora"), default="closed-form",
                    help="closed-form operator folded into the last affine map, or LoRA fitted on the media tower (closed-form)")
@@ -180,13 +181,13 @@ def build_parser() -> Parser:
     p.add_argument("--lora-rank", type=positive_int, help="--route lora: LoRA rank (default: a zoo member's world recipe, else LoraRouteConfig's, 16)")
     p.set_defaults(func=commands.cmd_edit)
 
-    p = sub.add_parser("evaluate", parents=[common, model, task, data], help="zero-shot accuracy, optionally with an edit")
+    p = sub.add_parser("evaluate", parents=[_common(), _model(), _task(), _data()], help="zero-shot accuracy, optionally with an edit")
     p.add_argument("--edit", metavar="FILE", help="an edit file to apply (accuracy before and after)")
     p.add_argument("--json", action="store_true", help="print JSON")
     _allow_other_target(p)
     p.set_defaults(func=commands.cmd_evaluate)
 
-    p = sub.add_parser("grid", parents=[common, data, _recipe("--model names", " of the fine-tunes --benchmark makes")],
+    p = sub.add_parser("grid", parents=[_common(batch_size=256, threads=1), _data(), _recipe("--model names", " of the fine-tunes --benchmark makes")],
                        help="run cells with any registered methods and the studies; write report.md")
     _experiment_options(p)
     g = p.add_argument_group("benchmark (the paper's studies on datasets under --data-root)")
@@ -225,10 +226,10 @@ def build_parser() -> Parser:
                    help=f"probes per task in the similarity union grid ({default(ExperimentConfig, 'similarity_probes')}; 0: all)")
     p.add_argument("--max-cells", type=positive_int, help="at most this many cells per kind and group, evenly spread")
     # one thread: the cells are thousands of small products, which extra threads only slow down (5x here)
-    p.set_defaults(func=grid_commands.cmd_grid, models=None, finetuned=None, threads=1)
+    p.set_defaults(func=grid_commands.cmd_grid, models=None, finetuned=None)
 
     demo = inspect.signature(demo_config).parameters
-    p = sub.add_parser("demo", parents=[common], help="the offline demo: the experiment runner's preset on a world's zoo")
+    p = sub.add_parser("demo", parents=[_common(batch_size=256, threads=1)], help="the offline demo: the experiment runner's preset on a world's zoo")
     p.add_argument("--out", type=output_dir, default="out/demo", help="run folder (out/demo; rerunning with the same settings resumes)")
     p.add_argument("--world", "--modality", dest="world", default="image", help=f"registered world and its zoo ({', '.join(world_names())}; image)")
     p.add_argument("--families", nargs="+", help="zoo families to include (default: all)")
@@ -243,7 +244,6 @@ def build_parser() -> Parser:
     p.add_argument("--space", choices=SPACES, type=str.lower,
                    help=f"descriptor space of the closed form and the studies (default: {default(CellSettings, 'space')})")
     _paper_option(p)
-    p.set_defaults(batch_size=256)
     p.set_defaults(func=grid_commands.cmd_demo)
     return parser
 
