@@ -122,6 +122,7 @@ def test_json_for_people_rounds_every_float_as_the_tables_do():
     out = report.rounded(rows)
     assert out["shapes"] == {"zero_shot": 33.33, "edited": 100.0} and out["n"] == [1, 2.0] and out["nan"] != out["nan"]
     assert report.table(["a"], [[33.33333432674408]]).endswith(f"| {out['shapes']['zero_shot']} |")
+    assert report.table(["a", "b"], [[-0.001, -0.004999]]).endswith("| 0.00 | 0.00 |")  # no -0.00
 
 
 def test_an_audio_contradiction_quotes_the_image_paper_as_such():

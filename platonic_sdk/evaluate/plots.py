@@ -130,7 +130,7 @@ def frontier_curves(frontiers: dict[str, dict[str, dict[str, Any]]], path: str |
         first = next(iter(frontiers[key].values()))
         what = "gain on the tasks" if first["kind"] == "addition" else "removal of the task"
         ax.set_title(f"{first['kind'].capitalize()}, {first['group']}: frontier (stars: strength {first['strength']:g})", fontsize=9)
-        ax.set_xlabel("worst control set's drop (points)")
+        ax.set_xlabel(f"worst control set's drop (points; dotted: the budgets {' and '.join(f'{b:g}' for b in BUDGETS)})")
         ax.set_ylabel(f"mean {what} (points)")
         ax.grid(alpha=0.3)
     handles = {h.get_label(): h for ax in axes[0] for h in ax.get_lines() if not h.get_label().startswith("_")}

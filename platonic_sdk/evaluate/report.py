@@ -61,8 +61,9 @@ def percent(share: float | None) -> str | None:
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A markdown table; floats print with two decimals, None and NaN as a dash."""
-    fmt = lambda v: "-" if v is None or (isinstance(v, float) and np.isnan(v)) else (f"{v:.2f}" if isinstance(v, float) else str(v))  # noqa: E731
+    """A markdown table; floats print with two decimals (a value that rounds to zero as 0.00, never -0.00), None and NaN as a dash."""
+    fmt = lambda v: "-" if v is None or (isinstance(v, float) and np.isnan(v)) else (  # noqa: E731
+        f"{v:.2f}".replace("-0.00", "0.00") if isinstance(v, float) else str(v))
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
