@@ -212,6 +212,9 @@ def build_parser() -> Parser:
         name = f"{kind}_strength"
         what = "strength of weight-space task vectors" if kind == "weight_space" else f"closed-form strength on {kind} cells"
         p.add_argument(f"--{name.replace('_', '-')}", type=finite_float, help=f"{what} ({default(CellSettings, name)})")
+    p.add_argument("--strength-rule", metavar="RULE",
+                   help="choose each closed-form cell's strength without labels instead of the fixed strengths: auto (the default "
+                        "rule) or a rule's name (docs/method.md sec. 17)")
     _kind_options(p)
     p.add_argument("--space", choices=SPACES, type=str.lower,
                    help=f"descriptor space of every descriptor-transferring method and study (default: {default(CellSettings, 'space')}; "

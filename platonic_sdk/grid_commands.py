@@ -18,7 +18,7 @@ FLAGS = {"tasks": "--task", "templates": "--template", "checkpoints": "--model",
 SAME = ("world", "families", "tasks", "controls", "held_out", "benchmark", "data_root", "finetunes", "out", "test_fraction",
         "seed", "world_seed", "train_per_class", "test_per_class", "per_class", "grid_seed", "batch_size", "device",
         "ridge_a", "ridge_b", "kinds", "groups", "pairing", "max_cells", "methods", "addition_strength", "negation_strength",
-        "weight_space_strength", "space", "sweep_strengths", "sweep_cells", "similarity_probes")
+        "weight_space_strength", "strength_rule", "space", "sweep_strengths", "sweep_cells", "similarity_probes")
 
 
 

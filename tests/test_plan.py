@@ -86,6 +86,7 @@ def test_the_dry_run_counts_what_a_count_by_hand_gives(experiment, tmp_path):
     ({"families": "clip"}, "expected a list of names, got the string 'clip'"),
     ({"methods": ["closed_from"]}, "closed_from"),
     ({"world": "imagee"}, "did you mean 'image'"),
+    ({"strength_rule": "least_square"}, "least_square"),
 ])
 def test_bad_settings_are_refused_before_anything_loads(mapping, message):
     with pytest.raises(PlatonicError, match=message.replace("(", r"\(").replace(")", r"\)").replace("?", r"\?")):
@@ -126,3 +127,35 @@ def test_a_benchmark_workspace_from_python_dry(tmp_path):
     assert planned.config.held_out == () and bench.held_out is None  # paper-image holds none out (paper-audio does)
     assert planned.title == "benchmark paper-image" and planned.workspace.families == ("clip",)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_world_grid_takes_the_worlds_strengths_and_a_strength_rule(monkeypatch):
+    """A world's grid folds at the strengths its zoo's manifest records (unless given), and --strength-rule /
+    strength_rule reach CellSettings alike."""
+    import attrs
+
+    from platonic_sdk.evaluate import plan
+    from platonic_sdk.strength import DEFAULT_STRENGTH_RULE
+
+    spec = world_spec("image")
+    tuned = attrs.evolve(spec.settings(), addition_strength=0.7, negation_strength=1.3)
+    monkeypatch.setattr(plan, "world_spec", lambda name: _Spec(spec, tuned))
+    config = Experiment.from_config(MAPPING).config
+    assert (config.settings.addition_strength, config.settings.negation_strength, config.settings.strength_rule) == (0.7, 1.3, None)
+    given = Experiment.from_config({**MAPPING, "addition_strength": 0.4, "strength_rule": "auto"}).config.settings
+    assert (given.addition_strength, given.negation_strength, given.strength_rule) == (0.4, 1.3, DEFAULT_STRENGTH_RULE)
+    args = cli.parse(cli.build_parser(), [*ARGV, "--strength-rule", "auto"])
+    assert grid_settings(args) == GridSettings.from_mapping({**MAPPING, "strength_rule": "auto"}).checked()
+
+
+class _Spec:
+    """A world spec whose settings() are given (the rest is the real spec's)."""
+
+    def __init__(self, spec, settings):
+        self._spec, self._settings = spec, settings
+
+    def settings(self):
+        return self._settings
+
+    def __getattr__(self, name):
+        return getattr(self._spec, name)

@@ -11,6 +11,7 @@ import attrs
 
 from ..data.specs import TaskOptions
 from ..errors import PlatonicError
+from ..strength import check_strength_rule
 from ..worlds.registry import checked_world
 from .registry import method_name
 from .settings import KINDS
@@ -45,7 +46,8 @@ class GridSettings:
     registered `benchmark` on `data_root`, `checkpoints` {family: checkpoint} and the fine-tunes folder
     `finetunes` (default `out`/finetunes; missing ones are made with `recipe`, FinetuneConfig fields).
     The cells: `kinds` x `groups` (at most `max_cells` each), `methods`, `method_cells` {method: cap}; the
-    strengths, `centre` / `anchor` (cell kinds), `space` and `lora` (LoraRouteConfig fields) of CellSettings;
+    strengths (a world's by default), `strength_rule`, `centre` / `anchor` (cell kinds), `space` and `lora`
+    (LoraRouteConfig fields) of CellSettings;
     the studies: `held_out` (related tasks, then the held-out one; default the world's trio or the
     benchmark's), `sweep_strengths`, `sweep_cells` and `similarity_probes` (0: every cell / probe), `similarity`.
     """
@@ -84,6 +86,7 @@ class GridSettings:
     addition_strength: float | None = None
     negation_strength: float | None = None
     weight_space_strength: float | None = None
+    strength_rule: str | None = None
     centre: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
     anchor: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
     space: str | None = None
@@ -110,6 +113,8 @@ class GridSettings:
         names a setting in the caller's words."""
         for name in [*(self.methods or ()), *self.method_cells]:
             method_name(name)
+        if self.strength_rule is not None:
+            check_strength_rule(self.strength_rule)
         if self.benchmark:
             from ..data.benchmark import benchmark_name  # numpy and the dataset readers: only for a benchmark
 

@@ -48,6 +48,7 @@ class Experiment:
         s = settings.checked(say)
         workspace_options = dict(per_class=s.per_class, grid_seed=s.grid_seed, batch_size=s.batch_size, progress=progress)
         ridges = dict(ridge_a=s.ridge_a, ridge_b=s.ridge_b)
+        strengths: dict[str, float] = {}  # a world's tuned ones; else CellSettings' defaults
         if s.benchmark:
             ws, describe = benchmark_workspace(
                 s.benchmark, s.data_root, finetunes=s.finetunes or Path(s.out) / "finetunes", families=s.families,
@@ -63,7 +64,9 @@ class Experiment:
                                          device=s.device, train_per_class=s.train_per_class, test_per_class=s.test_per_class,
                                          **ridges, **workspace_options)
             spec = world_spec(s.world)
-            held, lora, title = spec.make(seed=s.world_seed).trio, dict(spec.settings().lora), f"grid on the {s.world} world"
+            tuned = spec.settings()
+            held, lora, title = spec.make(seed=s.world_seed).trio, dict(tuned.lora), f"grid on the {s.world} world"
+            strengths = {"addition_strength": tuned.addition_strength, "negation_strength": tuned.negation_strength}
         held_out = []
         for name in held if s.held_out is None else s.held_out:  # evaluation-only tasks join the workspace (never probed)
             task = ws.tasks.get(name) or load_task(name, s.task_options())
@@ -73,7 +76,8 @@ class Experiment:
         counts = {k: v or None for k, v in given("sweep_cells", "similarity_probes").items()}  # 0: every cell / probe
         config = ExperimentConfig(
             cells=selections(s.kinds, s.groups, s.max_cells), pairing=s.pairing,
-            settings=CellSettings(**given("addition_strength", "negation_strength", "weight_space_strength", "space", "centre", "anchor"),
+            settings=CellSettings(**{**strengths, **given("addition_strength", "negation_strength", "weight_space_strength", "strength_rule",
+                                                             "space", "centre", "anchor")},
                                   lora={**lora, "ridge_b": ws.ridge_b, **s.lora}, seed=s.seed),
             methods=tuple(dict.fromkeys(["zero_shot", *s.methods])) if s.methods else DEFAULT_METHODS,
             method_cells=s.method_cells, held_out=tuple(held_out), similarity=s.similarity, **given("sweep_strengths"), **counts,
