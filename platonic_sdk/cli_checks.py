@@ -16,12 +16,15 @@ from .grid_commands import check_grid
 def check(args: argparse.Namespace) -> None:
     """The cheapest and most basic facts first, before any model library loads: the family's name (its
     canonical spelling), then the options the command requires and how they combine."""
+    from .data.specs import check_task_spec
     from .registry import family_name
 
     if getattr(args, "family", None):
         args.family = family_name(args.family)
     _local(getattr(args, "checkpoint", None), "--checkpoint")
     CHECKS.get(args.command, lambda a: None)(args)
+    for spec in (s for key in ("task", "tasks", "controls") for s in getattr(args, key, None) or ()):
+        check_task_spec(spec)
 
 
 def _require(value: Any, option: str) -> Any:

@@ -59,6 +59,19 @@ def test_import_and_help_and_usage_errors_load_no_model_library():
     assert [r["where"].rsplit(" ", 1)[-1] for r in reports[1:]] == ["0", "0", "2", "2", "2", "2", "2", "2"]
 
 
+def test_an_unknown_task_is_refused_from_the_worlds_task_names_alone():
+    """A misspelt task is refused, with the nearest names, before any model library loads (the worlds' modules name
+    their tasks without torch)."""
+    reports = probe("""
+        from platonic_sdk import cli
+        for argv in (["evaluate", "--family", "clip", "--task", "amber_shapez"], ["grid", "--task", "fashion_tinted", "--task",
+                     "card_suit", "--world", "real", "--out", "x"], ["utd", "--family", "clap", "--task", "raised_notez"]):
+            report(" ".join(argv) + f" -> {cli.main(argv)}")
+    """)
+    assert [r["where"].rsplit(" ", 1)[-1] for r in reports] == ["2", "2", "2"]
+    assert all(r["libraries"] == [] for r in reports), reports
+
+
 def test_the_public_api_loads_torch_and_no_model_library():
     (r,) = probe("""
         from platonic_sdk import UTD, Composition, OperatorBank, load, list_families

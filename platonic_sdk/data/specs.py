@@ -128,16 +128,28 @@ def spec_record(spec: str, task: Task, options: TaskOptions) -> dict[str, Any]:
     return {"task_spec": spec, "task_options": options.record()}
 
 
-def _named_task(name: str, options: TaskOptions) -> Task:
+def check_task_spec(spec: str, options: TaskOptions | None = None) -> None:
+    """Refuse a spec that is neither a data spec nor a named task, reading the providers' names only (no task is
+    built, no model library loads: a usage error answers at once)."""
+    if parse_spec(spec).kind is None:
+        _provider_of(spec, options or TaskOptions())
+
+
+def _provider_of(name: str, options: TaskOptions) -> NamedTasks:
+    """The provider that names task `name`; else PlatonicError suggesting the nearest names."""
     known: list[str] = []
     for provider in map(NAMED.lookup, NAMED.names()):
         names = provider.names(options)
         if name in names:
-            return provider.task(name, options)
+            return provider
         known += names
     near = difflib.get_close_matches(name, known, n=3)
     raise PlatonicError(f"unknown task {name!r}" + (f" (did you mean {' or '.join(map(repr, near))}?)" if near else "")
                         + f": not one of the {len(known)} named tasks of the worlds and not a data spec ({', '.join(spec_forms())})")
+
+
+def _named_task(name: str, options: TaskOptions) -> Task:
+    return _provider_of(name, options).task(name, options)
 
 
 def _split(options: TaskOptions) -> dict[str, Any]:

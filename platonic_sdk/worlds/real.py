@@ -162,9 +162,6 @@ class RealWorld(SeededWorld):
         "fashion_inverted_tinted",
     )
 
-    def __attrs_post_init__(self) -> None:
-        from ..adapters import lit  # noqa: F401  (registers the zoo's family)
-
     @cached_property
     def _data(self) -> dict[str, ShippedImages]:
         return {"fashion": read_images("fashion"), "clipart": read_images("clipart")}

@@ -3,7 +3,7 @@
     python -m platonic_sdk.worlds.train_zoo [--modality image|audio] [--out DIR] [--members NAME ...] [--steps N]
 
 Everything comes from the world's `ZooRecipe` (image: `zoo.ZOO_RECIPE`, audio:
-`audio.AUDIO_ZOO_RECIPE`): members are pretrained on the corpus of world seed 0 with their family's
+`audio_zoo.AUDIO_ZOO_RECIPE`): members are pretrained on the corpus of world seed 0 with their family's
 loss, then fine-tuned on every transfer task with rank-4 LoRA (docs/method.md sec. 6); each fine-tune's
 media-tower task vector is stored in fp16.
 """
@@ -27,7 +27,7 @@ from ..finetune.source import FinetuneConfig, finetune
 from ..finetune.weightspace import TaskVector
 from ..registry import from_config, load
 from ..zeroshot import accuracy
-from .audio import AUDIO_ZOO_RECIPE
+from .audio_zoo import AUDIO_ZOO_RECIPE
 from .pretrain import pretrain
 from .registry import world_spec
 from .zoo import MANIFEST, ZOO_RECIPE, ZooMember, ZooRecipe, finetune_path
