@@ -121,8 +121,9 @@ def test_demo_pipeline_end_to_end(tiny_setup, tmp_path) -> None:
     assert set(on_disk["figures"]) == {"scatter", "sweep", "frontier", "accumulation", "similarity", "per_task"}
     for rel in on_disk["figures"].values():
         assert (tmp_path / rel).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({rel})" in text
-    for kind in ("addition", "negation"):  # the default and the paper's descriptor on one frontier
-        assert set(on_disk["frontier"][kind]) == {"closed_form", "closed_form_affinity"}
+    others = {f"closed_form_{s}" for s in ("affinity", "blend") if s != config.settings.space}  # closed_form is the run's space
+    for kind in ("addition", "negation"):  # the run's space, the paper's affinity and blend on one frontier
+        assert set(on_disk["frontier"][kind]) == {"closed_form", *others}
     for kind in ("addition", "negation"):  # the LoRA route against the closed form on its own cells of each kind
         same = on_disk["same_cells"]["lora"][kind]
         assert same["cells"] == 1 and same["lora"]["cells"] == 1 and on_disk[kind]["lora"]["cells"] == 1
