@@ -192,23 +192,28 @@ def _run(ws: Workspace, folder: RunFolder | None, config: ExperimentConfig, desc
 def run_capped(ws: Workspace, capped: list[Pass], first: list[Pass], evaluate: Callable[[Pass], dict[str, Any]],
                record: Callable[[dict[str, Any]], None], settings: CellSettings, progress: bool,
                timed: Callable[[str, Callable[[], Any]], Any]) -> None:
-    """One process: the `first` passes here, in order (stage "cells"), while worker processes, one per core
-    (workers.PassPool), run the capped methods' passes (the LoRA route's fits; stage "<methods> cells");
-    every record in pass order, the capped ones last. What the workers read (the cells' encodings, and each
-    LoRA fit's descriptors and grid states) is made here first, once: they inherit it."""
+    """One process: worker processes, one per core (workers.PassPool), run the capped methods' passes (the
+    LoRA route's fits; stage "<methods> cells", reported as each one ends) while this process encodes what
+    the other cells read (stage "features") and runs them in order (stage "cells"): each stage then holds
+    work of one cost, and its time left is estimated from its own rate. Every record in pass order, the
+    capped ones last. What the workers read (their cells' encodings, each LoRA fit's descriptors and grid
+    states) is made before they start, once: they inherit it."""
     workers = pass_workers([ws.models[c.target] for _, c, _ in capped], len(capped))
+    ahead = list(dict.fromkeys(c for _, c, _ in capped)) if workers > 1 else []
 
     def prepare() -> None:
-        warm(ws, list(dict.fromkeys(c for _, c, _ in capped)))
+        warm(ws, ahead)
         for _, cell, names in capped:
             if "lora" in names:
                 lora_inputs(ws, cell, settings)
 
-    if workers > 1:
+    if ahead:
         timed("features", prepare)
     stage = " + ".join(sorted({m for _, _, names in capped for m in names})) + " cells"
     with progress_bar(total=len(capped), desc=stage, disable=not (progress and capped)) as bar, \
             PassPool(evaluate, capped, workers, on_done=bar.update) as pool:
+        rest = [c for c in dict.fromkeys(c for _, c, _ in first) if c not in set(ahead)]
+        timed("features", lambda: [warm(ws, [c]) for c in progress_bar(rest, desc="features", disable=not progress)])
         timed("cells", lambda: run_cells(first, evaluate, record, progress))
         if capped:
             timed(stage, lambda: [record(entry) for entry in pool.results()])
