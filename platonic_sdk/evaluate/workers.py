@@ -21,6 +21,7 @@ import contextlib
 import multiprocessing
 import os
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
@@ -68,7 +69,7 @@ def _call(index: int) -> Any:
 
 class PassPool:
     """`with PassPool(fn, work, workers, on_done) as pool: ...; results = list(pool.results())`: fn(w) of every
-    work item, in work order; `on_done()` is called as each one finishes (from the pool's result thread when
+    work item, in work order; `on_done()` is called as each one finishes (from the pool's own thread when
     forked: a progress bar's update)."""
 
     def __init__(self, fn: Callable[[Any], Any], work: Sequence[Any], workers: int, on_done: Callable[[], None] = lambda: None) -> None:
@@ -82,8 +83,11 @@ class PassPool:
             if _FN is not None:
                 raise RuntimeError("a PassPool is already running in this process")
             _FN, _WORK = self.fn, self.work
-            self._pool = multiprocessing.get_context("fork").Pool(self.workers, initializer=_start_worker)
-            self._pending = [self._pool.apply_async(_call, (i,), callback=lambda _: self.on_done()) for i in range(len(self.work))]
+            # a worker that dies (e.g. out of memory) fails the run (BrokenProcessPool) instead of leaving it waiting
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"), initializer=_start_worker)
+            self._pending = [self._pool.submit(_call, i) for i in range(len(self.work))]
+            for future in self._pending:
+                future.add_done_callback(lambda _: self.on_done())
         return self
 
     def results(self) -> Iterator[Any]:
@@ -96,14 +100,10 @@ class PassPool:
                 yield value
         else:
             for pending in self._pending:
-                yield pending.get()
+                yield pending.result()
 
     def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         global _FN, _WORK
         if self._pool is not None:
-            if kind is None:
-                self._pool.close()
-            else:
-                self._pool.terminate()
-            self._pool.join()
+            self._pool.shutdown(wait=True, cancel_futures=kind is not None)
             self._pool, _FN, _WORK = None, None, ()
