@@ -29,7 +29,8 @@ class NamedRegistry(MutableMapping[str, T], Generic[T]):
     them ("known", "registered"); `sort`: names in sorted order, else in registration order; `lazy`:
     built-in plug-ins by name, each with the module that registers it on import (first lookup), listed
     before they are loaded; `replaceable`: the register function takes `replace=` (the duplicate error
-    says so); `casefold`: a name matches whatever its case (`SigLIP` is `siglip`).
+    says so); `casefold`: a name matches whatever its case (`SigLIP` is `siglip`); `load_together`: the first
+    lookup of a lazy name imports every lazy module, so the built-ins register (and list) in one order.
     """
 
     what: str
@@ -40,6 +41,7 @@ class NamedRegistry(MutableMapping[str, T], Generic[T]):
     replaceable: bool = True
     lazy: Mapping[str, str] = attrs.field(factory=dict, converter=dict)
     casefold: bool = False
+    load_together: bool = False
     entries: dict[str, T] = attrs.field(factory=dict)
 
     def register(self, name: str, value: T, *, replace: bool = False) -> T:
@@ -79,7 +81,8 @@ class NamedRegistry(MutableMapping[str, T], Generic[T]):
         """The value of `name` (its built-in module imported on first use), or `check`'s error."""
         found = self.check(name, note=note)
         if found not in self.entries and found in self.lazy:
-            importlib.import_module(self.lazy[found])
+            for module in dict.fromkeys(self.lazy.values()) if self.load_together else (self.lazy[found],):
+                importlib.import_module(module)
         return self.entries[found]
 
     def __getitem__(self, name: str) -> T:

@@ -17,7 +17,6 @@ The last four are scaled to the affinity UTD's Frobenius norm on the same grid.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Callable
 
 import attrs
@@ -54,7 +53,7 @@ class DescriptorSpace:
 
 
 _REGISTRY: NamedRegistry[DescriptorSpace] = NamedRegistry(
-    "descriptor space", listing="the spaces are", lazy={name: f"{__name__}.{name}" for name in SPACES})
+    "descriptor space", listing="the spaces are", lazy={name: f"{__name__}.{name}" for name in SPACES}, load_together=True)
 
 
 def register_space(space: DescriptorSpace, *, replace: bool = False) -> DescriptorSpace:
@@ -78,11 +77,7 @@ def check_space(value: object) -> str:
 
 def space(name: str) -> DescriptorSpace:
     """The space `name` (the built-in ones load together on first use, so they list in one order), or check_space's error."""
-    found = check_space(name)
-    if found not in _REGISTRY:
-        for module in dict.fromkeys(_REGISTRY.lazy.values()):
-            importlib.import_module(module)
-    return _REGISTRY[found]
+    return _REGISTRY.lookup(check_space(name))
 
 
 def space_descriptor(name: str, f_pre: "Tensor", f_ft: "Tensor", g: "Tensor", logit_scale: float | None = None) -> "Tensor":

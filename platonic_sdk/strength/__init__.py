@@ -17,7 +17,6 @@ This module is light (no torch): the command line checks rule names against it.
 
 from __future__ import annotations
 
-import importlib
 import numbers
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -60,7 +59,7 @@ class StrengthRule:
 
 
 _REGISTRY: NamedRegistry[StrengthRule] = NamedRegistry(
-    "strength rule", listing="the rules are", lazy={name: f"{__name__}.{name}" for name in STRENGTH_RULES})
+    "strength rule", listing="the rules are", lazy={name: f"{__name__}.{name}" for name in STRENGTH_RULES}, load_together=True)
 
 
 def register_strength_rule(rule: StrengthRule, *, replace: bool = False) -> StrengthRule:
@@ -86,11 +85,7 @@ def check_strength_rule(value: object) -> str:
 
 def strength_rule(name: str) -> StrengthRule:
     """The rule `name` ("auto": the default; the built-in rules load together on first use), or check_strength_rule's error."""
-    found = check_strength_rule(name)
-    if found not in _REGISTRY:
-        for module in dict.fromkeys(_REGISTRY.lazy.values()):
-            importlib.import_module(module)
-    return _REGISTRY[found]
+    return _REGISTRY.lookup(check_strength_rule(name))
 
 
 def fixed_or_rule(value: object, what: str = "strength") -> float | str:
