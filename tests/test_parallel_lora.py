@@ -2,6 +2,7 @@
 
 import io
 import json
+import multiprocessing
 import os
 import sys
 
@@ -13,12 +14,37 @@ from platonic_sdk.evaluate.cells import CellSettings, addition_cells, eval_names
 from platonic_sdk.evaluate.experiment import ExperimentConfig, run_experiment
 from platonic_sdk.evaluate.methods import lora_edit
 from platonic_sdk.evaluate.settings import CellSelection
-from platonic_sdk.evaluate.workers import PassPool, one_thread
+from platonic_sdk.evaluate.workers import PassPool, cores, one_thread, pass_workers
 
 RECIPE = dict(rank=2, lora_alpha=4.0, max_steps=4, batch_size=16, lr=1e-2)
 
 
+def in_a_fresh_interpreter(check) -> None:
+    """Run `check` in a spawned interpreter: this one may have run backward through a compiled graph (an earlier
+    test), after which PyTorch refuses backward in forked children (workers.pass_workers then runs passes here)."""
+    child = multiprocessing.get_context("spawn").Process(target=check)
+    child.start()
+    child.join()
+    assert child.exitcode == 0, "the check failed in the spawned interpreter (its traceback is above)"
+
+
 def test_fits_in_two_worker_processes_equal_the_serial_fits_bit_for_bit():
+    in_a_fresh_interpreter(_fits_equal)
+
+
+def test_workers_fork_only_while_a_forked_child_can_run_backward():
+    in_a_fresh_interpreter(_forks_while_backward_survives)
+
+
+def _forks_while_backward_survives() -> None:
+    models = list(build_workspace().models.values())
+    assert pass_workers(models, 2) == min(2, cores())
+    compiled = torch.compile(torch.nn.Linear(3, 3), backend="aot_eager")
+    compiled(torch.ones(2, 3)).sum().backward()  # starts autograd's threads: a forked child could not run backward
+    assert pass_workers(models, 2) == 1
+
+
+def _fits_equal() -> None:
     ws = build_workspace()
     cells = [addition_cells(ws)[0], addition_cells(ws)[-1], negation_cells(ws)[0]]
     settings = CellSettings(addition_strength=0.7, lora=RECIPE)
@@ -36,9 +62,9 @@ def test_fits_in_two_worker_processes_equal_the_serial_fits_bit_for_bit():
     for (_, a, acc_a), (_, b, acc_b) in zip(serial, parallel):
         assert a.keys() == b.keys() and all(torch.equal(a[k][i], b[k][i]) for k in a for i in (0, 1))
         assert acc_a == acc_b
-    first = lora_edit(ws, cells[0], settings)  # a third run, plain, with torch's global generator moved: same start
-    torch.manual_seed(12345)
-    with one_thread():
+    with one_thread():  # a third and a fourth run, plain, with torch's global generator moved between them: same start
+        first = lora_edit(ws, cells[0], settings)
+        torch.manual_seed(12345)
         again = lora_edit(ws, cells[0], settings)
     assert all(torch.equal(first.factors[k][0], again.factors[k][0]) for k in first.factors)
 

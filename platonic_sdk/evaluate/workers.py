@@ -41,10 +41,29 @@ def cores() -> int:
 
 def pass_workers(models: Iterable[DualEncoder], passes: int) -> int:
     """Worker processes for `passes` passes on `models`: min(passes, cores()) where forking is safe (Linux,
-    every model on the CPU, CUDA not initialised, no process group), else 1 (they run here)."""
-    safe = (sys.platform == "linux" and distributed.rank_and_world()[1] == 1 and not torch.cuda.is_initialized()
-            and all(m.device.type == "cpu" for m in models))
-    return max(1, min(passes, cores())) if safe else 1
+    every model on the CPU, CUDA not initialised, no process group, and a forked child can still run backward),
+    else 1 (they run here)."""
+    workers = max(1, min(passes, cores()))
+    safe = (workers > 1 and sys.platform == "linux" and distributed.rank_and_world()[1] == 1 and not torch.cuda.is_initialized()
+            and all(m.device.type == "cpu" for m in models) and _backward_survives_fork())
+    return workers if safe else 1
+
+
+def _backward_survives_fork() -> bool:
+    """Whether a child forked now can run backward. Once this process has run backward (a fine-tune in the same
+    session, say), PyTorch's autograd engine has started threads that a fork does not copy, and it refuses
+    backward in the children ("Autograd-and-Fork"): one forked probe finds out."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as probe:
+        return probe.submit(_backward_runs).result()
+
+
+def _backward_runs() -> bool:
+    x = torch.ones(1, requires_grad=True)
+    try:
+        (2 * x).sum().backward()
+    except RuntimeError:
+        return False
+    return True
 
 
 @contextlib.contextmanager
