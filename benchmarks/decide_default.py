@@ -51,17 +51,17 @@ def measure(world: str, seed: int, candidates: Sequence[tuple[str, str]], spaces
     """One replicate: sweep records of the frontier methods (the closed form in each of `spaces`, the labelled
     reference), and per candidate one record per cell (closed form and
     labelled reference accuracies per evaluation set, with the cell's zero-shot ones)."""
+    from bench_frontier import cells as grid_cells  # the cross-family cells as the grid picks them
     from platonic_sdk.evaluate.cells import eval_names
-    from platonic_sdk.evaluate.experiment import selected_cells
     from platonic_sdk.evaluate.label_reference import label_reference
     from platonic_sdk.evaluate.methods import closed_form
     from platonic_sdk.evaluate.replicates import replicate_workspace
-    from platonic_sdk.evaluate.settings import CellSettings, selections
+    from platonic_sdk.evaluate.settings import CellSettings
     from platonic_sdk.evaluate.studies import strength_sweep
     from platonic_sdk.progress import progress as progress_bar
 
     ws, describe = replicate_workspace(world, seed, progress=progress)
-    cells = [c for s in selections(max_cells=max_cells) for c in selected_cells(ws, s, "auto")]
+    cells = grid_cells(ws, max_cells)
     sweep = strength_sweep(ws, cells, STRENGTHS, CellSettings(), [*(f"closed_form_{s}" for s in spaces), "label_reference"])
     points = defaultdict(list)
     for cell in progress_bar(cells, desc=f"{world} {seed}: candidates", disable=not progress):
