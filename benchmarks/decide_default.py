@@ -124,9 +124,10 @@ def judge(world: str, runs: Sequence[dict[str, Any]], candidate: str) -> dict[st
     return out
 
 
-def choose(table: dict[str, dict[str, Any]], worlds: Sequence[str]) -> tuple[str | None, str]:
+def choose(table: dict[str, dict[str, Any]], worlds: Sequence[str], tie_break: str = "controls") -> tuple[str | None, str]:
     """The protocol's choice: the best task figures among candidates meeting every criterion on every world; else per
-    modality; else the candidate breaking the fewest criteria."""
+    modality; else, by `tie_break`, round 2's order ("controls": fewest broken control limits, then fewest broken
+    criteria, then task figures) or round 1's ("task": fewest broken criteria, then task figures)."""
     def score(c: str, ws: Sequence[str]) -> float:
         return sum(table[w][c]["addition"]["gain"] + table[w][c]["negation"]["gain"] for w in ws)
 
@@ -139,10 +140,14 @@ def choose(table: dict[str, dict[str, Any]], worlds: Sequence[str]) -> tuple[str
     chosen = {m: max(ok, key=lambda c: score(c, ws)) for m, ws in modalities.items() if ws and (ok := passing(ws))}
     if len(chosen) == sum(1 for ws in modalities.values() if ws):
         return None, "per modality: " + ", ".join(f"{m} -> {c}" for m, c in chosen.items())
-    broken = {c: sum(not v for w in worlds for v in table[w][c]["criteria"].values()) for c in table[worlds[0]]}
-    fewest = min(broken.values())
-    best = max((c for c in broken if broken[c] == fewest), key=lambda c: score(c, worlds))
-    return best, f"none meets every criterion; {best} breaks the fewest ({fewest})"
+    def broken(c: str, limits_only: bool) -> int:
+        return sum(not v for w in worlds for k, v in table[w][c]["criteria"].items() if not limits_only or "control limit" in k)
+
+    order = {"controls": lambda c: (-broken(c, True), -broken(c, False), score(c, worlds)),
+             "task": lambda c: (-broken(c, False), score(c, worlds))}[tie_break]
+    best = max(table[worlds[0]], key=order)
+    return best, (f"none meets every criterion; {best} breaks the fewest {'control limits, then criteria' if tie_break == 'controls' else 'criteria'} "
+                  f"({broken(best, True)} control limits, {broken(best, False)} criteria)")
 
 
 def markdown(table: dict[str, dict[str, Any]], worlds: Sequence[str]) -> str:
@@ -179,14 +184,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worlds", default="image,audio,real")
     parser.add_argument("--seeds", default="1,2")
-    parser.add_argument("--candidates", default=",".join(f"{s}/{r}" for s in SPACES for r in RULES),
-                        help="SPACE/RULE pairs (RULE: fixed or a registered strength rule)")
+    parser.add_argument("--candidates", default=None,
+                        help="SPACE/RULE pairs (RULE: fixed or a registered strength rule; default: every space with every rule, "
+                             "with --read: every candidate the files all hold)")
     parser.add_argument("--frontiers", default=",".join(SPACES),
                         help="spaces whose closed form is swept (the criteria read affinity's and each candidate's)")
     parser.add_argument("--max-cells", type=int, default=20, help="cross-family cells per kind, evenly spread")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", metavar="PATH", help="write every record and figure here")
-    parser.add_argument("--read", metavar="PATH", help="judge the runs of an earlier --json file instead of measuring")
+    parser.add_argument("--read", metavar="PATH", nargs="+",
+                        help="judge the runs of earlier --json files instead of measuring (several: their seeds pooled, the candidates all of them hold)")
+    parser.add_argument("--tie-break", choices=("controls", "task"), default="controls",
+                        help="where no candidate meets every criterion: round 2's order (fewest broken control limits first; default) or round 1's")
     parser.add_argument("--progress", action="store_true")
     args = parser.parse_args()
     import torch
@@ -195,12 +204,16 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     worlds, seeds = args.worlds.split(","), [int(s) for s in args.seeds.split(",")]
-    candidates = [tuple(c.split("/")) for c in args.candidates.split(",")]
+    candidates = [tuple(c.split("/")) for c in (args.candidates or ",".join(f"{s}/{r}" for s in SPACES for r in RULES)).split(",")]
     spaces = list(dict.fromkeys(["affinity", *args.frontiers.split(","), *(s for s, _ in candidates)]))
     runs: dict[str, list[dict[str, Any]]] = {}
     if args.read:
-        earlier = json.loads(Path(args.read).read_text())
-        runs, seeds = {w: earlier["runs"][w] for w in worlds}, earlier["seeds"]
+        earlier = [json.loads(Path(path).read_text()) for path in args.read]
+        runs = {w: [run for e in earlier for run in e["runs"][w]] for w in worlds}
+        seeds = [s for e in earlier for s in e["seeds"]]
+        held = [c for c in dict.fromkeys(c for w in worlds for run in runs[w] for c in run["points"])
+                if all(c in run["points"] for w in worlds for run in runs[w])]
+        candidates = [tuple(c.split("/")) for c in held if args.candidates is None or c in args.candidates.split(",")]
     with caching():
         for w in worlds if not args.read else ():
             for seed in seeds:
@@ -210,7 +223,7 @@ def main() -> None:
     table = {w: {f"{s}/{r}": judge(w, runs[w], f"{s}/{r}") for s, r in candidates} for w in worlds}
     print("\nFrontiers (cells pooled over seeds " + ", ".join(map(str, seeds)) + "):\n\n" + frontiers(runs))
     print("\nCandidates:\n\n" + markdown(table, worlds))
-    chosen, why = choose(table, worlds)
+    chosen, why = choose(table, worlds, args.tie_break)
     print(f"\nchoice: {chosen or '-'} ({why})")
     if args.json:
         Path(args.json).write_text(json.dumps({"seeds": seeds, "runs": runs, "table": table, "choice": [chosen, why]}, indent=1))
