@@ -36,7 +36,7 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _common(batch_size: int = 64, threads: int | None = None) -> Parser:
+def _common(batch_size: int = 64) -> Parser:
     """The options every command takes; a fresh parser per command, so that one command's defaults never reach another's."""
     p = Parser(add_help=False)
     g = p.add_argument_group("general")
@@ -44,8 +44,7 @@ def _common(batch_size: int = 64, threads: int | None = None) -> Parser:
     g.add_argument("--device", type=device, help="torch device for the models, e.g. cpu or cuda (default: where they load)")
     g.add_argument("--batch-size", type=positive_int, default=batch_size, help=f"encoding batch size (default {batch_size})")
     g.add_argument("--seed", type=count, default=0, help="seed for splits, fine-tuning and baselines (default 0)")
-    g.add_argument("--threads", type=positive_int, default=threads,
-                   help=f"torch CPU threads (default {threads or 'torch'})")
+    g.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's, one per core)")
     g.add_argument("--quiet", action="store_true", help="no progress bars")
     g.add_argument("--cache-dir", metavar="DIR", help="on-disk feature cache (default: $PLATONIC_CACHE_DIR, else ~/.cache/platonic_sdk/features)")
     g.add_argument("--no-cache", action="store_true", help="encode everything again, reading and writing no feature cache")
@@ -188,7 +187,7 @@ def build_parser() -> Parser:
     _allow_other_target(p)
     p.set_defaults(func=commands.cmd_evaluate)
 
-    p = sub.add_parser("grid", parents=[_common(batch_size=256, threads=1), _data(), _recipe("--model names", " of the fine-tunes --benchmark makes")],
+    p = sub.add_parser("grid", parents=[_common(batch_size=256), _data(), _recipe("--model names", " of the fine-tunes --benchmark makes")],
                        help="run cells with any registered methods and the studies; write report.md")
     _experiment_options(p)
     g = p.add_argument_group("benchmark (the paper's studies on datasets under --data-root)")
@@ -213,9 +212,7 @@ def build_parser() -> Parser:
         name = f"{kind}_strength"
         what = "strength of weight-space task vectors" if kind == "weight_space" else f"closed-form strength on {kind} cells"
         p.add_argument(f"--{name.replace('_', '-')}", type=finite_float, help=f"{what} ({default(CellSettings, name)})")
-    p.add_argument("--strength-rule", metavar="RULE",
-                   help="choose each closed-form cell's strength without labels instead of the fixed strengths: auto (the default "
-                        "rule) or a rule's name (docs/method.md sec. 17)")
+    _strength_rule_option(p)
     _kind_options(p)
     p.add_argument("--space", choices=SPACES, type=str.lower,
                    help=f"descriptor space of every descriptor-transferring method and study (default: {default(CellSettings, 'space')}; "
@@ -229,11 +226,10 @@ def build_parser() -> Parser:
     p.add_argument("--similarity-probes", type=count,
                    help=f"probes per task in the similarity union grid ({default(ExperimentConfig, 'similarity_probes')}; 0: all)")
     p.add_argument("--max-cells", type=positive_int, help="at most this many cells per kind and group, evenly spread")
-    # one thread: the cells are thousands of small products, which extra threads only slow down (5x here)
     p.set_defaults(func=grid_commands.cmd_grid, models=None, finetuned=None)
 
     demo = inspect.signature(demo_config).parameters
-    p = sub.add_parser("demo", parents=[_common(batch_size=256, threads=1)], help="the offline demo: the experiment runner's preset on a world's zoo")
+    p = sub.add_parser("demo", parents=[_common(batch_size=256)], help="the offline demo: the experiment runner's preset on a world's zoo")
     p.add_argument("--out", type=output_dir, default="out/demo", help="run folder (out/demo; rerunning with the same settings resumes)")
     p.add_argument("--world", "--modality", dest="world", default="image", help=f"registered world and its zoo ({', '.join(world_names())}; image)")
     p.add_argument("--families", nargs="+", help="zoo families to include (default: all)")
@@ -247,6 +243,7 @@ def build_parser() -> Parser:
     _kind_options(p)
     p.add_argument("--space", choices=SPACES, type=str.lower,
                    help=f"descriptor space of the closed form and the studies (default: {default(CellSettings, 'space')})")
+    _strength_rule_option(p)
     _paper_option(p)
     p.set_defaults(func=grid_commands.cmd_demo)
     return parser
@@ -257,6 +254,12 @@ def _lora_options(p: argparse.ArgumentParser, what: str, default: str = "") -> N
     p.add_argument("--lora-lr", type=positive_float, help=f"{what}: learning rate (default: {default}LoraRouteConfig's)")
     p.add_argument("--lora-epochs", type=positive_int, help=f"{what}: epochs (default: {default}LoraRouteConfig's)")
     p.add_argument("--lora-steps", type=positive_int, help=f"{what}: cap on steps (default: LoraRouteConfig's)")
+
+
+def _strength_rule_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strength-rule", metavar="RULE",
+                   help="choose each closed-form cell's strength without labels instead of the fixed strengths: auto (the default "
+                        "rule) or a rule's name (docs/method.md sec. 17)")
 
 
 def _kind_options(p: argparse.ArgumentParser) -> None:

@@ -25,10 +25,11 @@ SWEEP_CELLS = 40  # per kind, evenly spread: the frontier's means, at a fifth of
 
 def demo_config(world: str, seed: int = 0, lora_cells: int = 8, weight_space_cells: int = 6, orthoreg_tasks: int = 0,
                 orthoreg_recipe: Mapping[str, Any] | None = None, ridge_b: float | None = None, centre: tuple[str, ...] | None = None,
-                anchor: tuple[str, ...] | None = None, space: str | None = None, paper: bool = False):
+                anchor: tuple[str, ...] | None = None, space: str | None = None, strength_rule: str | None = None, paper: bool = False):
     """The demo's ExperimentConfig on `world` with the world's settings (its zoo's manifest: strengths, and
     the LoRA route's recipe with its landmark ridge, `ridge_b` given wins; `centre`, `anchor`: the kinds with
-    row-centred descriptors and with anchored solves, `space` the descriptor space, None: CellSettings' defaults).
+    row-centred descriptors and with anchored solves, `space` the descriptor space, None: CellSettings' defaults;
+    `strength_rule`: the closed form's strengths chosen by that rule, docs/method.md sec. 17, None: the fixed ones).
     `paper`: the paper's exact method instead (CellSettings.paper(), with the world's LoRA recipe)."""
     from .evaluate.experiment import CellSelection, ExperimentConfig
     from .evaluate.methods import CACHED
@@ -40,11 +41,9 @@ def demo_config(world: str, seed: int = 0, lora_cells: int = 8, weight_space_cel
     if weight_space_cells:
         cells += (CellSelection("addition", "same-model", weight_space_cells, methods=CACHED),)
     lora = {**tuned.lora, **({} if ridge_b is None else {"ridge_b": ridge_b})}
-    kinds = {k: v for k, v in (("centre", centre), ("anchor", anchor)) if v is not None}
-    if space is not None:
-        kinds["space"] = space
+    given = {k: v for k, v in (("centre", centre), ("anchor", anchor), ("space", space), ("strength_rule", strength_rule)) if v is not None}
     settings = CellSettings.paper(lora, seed) if paper else CellSettings(
-        addition_strength=tuned.addition_strength, negation_strength=tuned.negation_strength, lora=lora, seed=seed, **kinds)
+        addition_strength=tuned.addition_strength, negation_strength=tuned.negation_strength, lora=lora, seed=seed, **given)
     return ExperimentConfig(
         cells=cells, settings=settings, methods=(*CACHED, "lora") if lora_cells else CACHED,
         method_cells={"lora": lora_cells}, held_out=tuple(spec.make(seed=seed).trio), similarity_probes=None,
@@ -69,7 +68,7 @@ def main(args: argparse.Namespace) -> int:
                                      batch_size=args.batch_size)
         recipe = zoo.read_manifest(world_spec(args.world).zoo).get("finetune", {}) if args.orthoreg_tasks else {}
         config = demo_config(args.world, args.seed, args.lora_cells, args.weight_space_cells, args.orthoreg_tasks, recipe,
-                             **kind_options(args), space=args.space, paper=args.paper)
+                             **kind_options(args), space=args.space, strength_rule=args.strength_rule, paper=args.paper)
         summary = run_experiment(ws, folder, config, {**describe, "command": "platonic demo"}, progress=not args.quiet,
                                  title=f"platonic demo ({args.world} world, seed {args.seed})")
     if summary is None:  # another rank: rank 0 writes and prints the report

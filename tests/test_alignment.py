@@ -169,3 +169,21 @@ def test_alignment_is_a_default_method_and_skips_stored_descriptors(ws):
     assert alignment_operator(other, "siglip", "clip", "amber_shapes") is None
     cell = next(c for c in negation_cells(other) if c.sources == ("clip",) and c.tasks == ("amber_shapes",))
     assert "alignment" not in evaluate_cell(other, cell, CellSettings(), ["zero_shot", "alignment"])["results"]
+
+
+def test_each_terms_operator_is_solved_once_per_workspace(ws, monkeypatch):
+    """Cells that share a (target, source, task) term share its alignment operator: solved once, by map."""
+    from platonic_sdk.evaluate import alignment as module
+
+    solved = []
+    real = module._solved
+    monkeypatch.setattr(module, "_solved", lambda *args: solved.append(args[1:]) or real(*args))
+    fresh = Workspace(ws.models, ws.tasks, ws.finetuned, ws.controls, per_class=ws.per_class, ridge_b=ws.ridge_b, batch_size=ws.batch_size)
+    cells = [c for c in addition_cells(fresh) if c.target == "siglip"]
+    terms = [(c.target, s, t) for c in cells for s, t in zip(c.sources, c.tasks)]
+    assert len(terms) > len(set(terms))  # the cells share terms
+    for how in ("procrustes", "lstsq"):
+        for target, source, task in terms:
+            first = alignment_operator(fresh, target, source, task, how)
+            assert alignment_operator(fresh, target, source, task, how) is first
+    assert sorted(solved) == sorted((*term, how) for how in ("procrustes", "lstsq") for term in set(terms))

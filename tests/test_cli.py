@@ -308,12 +308,11 @@ def test_image_folder_task_specs(tmp_path):
         load_task("images:nowhere", options)
 
 
-@pytest.mark.parametrize("command,batch_size,threads", [("utd", 64, None), ("edit", 64, None), ("evaluate", 64, None),
-                                                        ("grid", 256, 1), ("demo", 256, 1)])
-def test_each_command_has_its_own_defaults(command, batch_size, threads):
+@pytest.mark.parametrize("command,batch_size", [("utd", 64), ("edit", 64), ("evaluate", 64), ("grid", 256), ("demo", 256)])
+def test_each_command_has_its_own_defaults(command, batch_size):
     """One command's defaults never reach another's (argparse shares a parent parser's actions between commands)."""
     parser = cli.build_parser()
     args = cli.parse(parser, [command, "--out", "run"] if command in ("grid", "demo") else [command])
-    assert (args.batch_size, args.threads) == (batch_size, threads)
+    assert (args.batch_size, args.threads) == (batch_size, None)
     helped = cli._subparser(parser, command).format_help()
     assert f"encoding batch size (default {batch_size})" in " ".join(helped.split())

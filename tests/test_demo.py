@@ -193,3 +193,33 @@ def test_orthoreg_table_lists_every_method_plain_then_orthoreg() -> None:
     rows = [[c.strip() for c in line.split("|")[1:5]] for line in table.splitlines() if line.startswith("|")][2:]
     assert [r[:2] for r in rows] == [[m, lam] for m in ("task_arithmetic", "ties", "iso_c") for lam in ("0.00", "1.00")]
     assert [r[3] for r in rows] == ["0.50"] * 4 + ["4.00 (grid top)"] * 2
+
+
+def test_the_runner_encodes_with_the_callers_threads_and_runs_cells_on_one(tiny_setup, tmp_path, monkeypatch) -> None:
+    """Encodings (the similarity study, every cell's features) run with the caller's torch threads; the cells run
+    on one (thousands of small products); the caller's count is back afterwards."""
+    from platonic_sdk.evaluate import experiment
+    from platonic_sdk.evaluate.settings import CellSelection, ExperimentConfig
+
+    _, ws, _ = tiny_setup
+    seen: dict[str, set[int]] = {"similarity": set(), "features": set(), "cells": set()}
+
+    def noted(stage, fn):
+        def wrapper(*args, **kwargs):
+            seen[stage].add(torch.get_num_threads())
+            return fn(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(experiment, "recorded_similarity", noted("similarity", experiment.recorded_similarity))
+    monkeypatch.setattr(experiment, "warm", noted("features", experiment.warm))
+    register_method("thread_probe", noted("cells", lambda ws_, cell, settings: ws_.accuracies(cell.target, eval_names(ws_, cell))))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        run_experiment(ws, tmp_path, ExperimentConfig(cells=(CellSelection("addition", max_cells=1),), methods=("zero_shot", "thread_probe"),
+                                                      sweep_methods=(), accumulation=False, guarantee=False))
+        after = torch.get_num_threads()
+    finally:
+        METHODS.pop("thread_probe")
+        torch.set_num_threads(before)
+    assert seen == {"similarity": {2}, "features": {2}, "cells": {1}} and after == 2

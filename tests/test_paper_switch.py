@@ -50,9 +50,13 @@ def test_paper_on_the_demo_runs_the_preset_with_the_worlds_recipe():
     spaced = _args("demo", "--space", "probability")
     assert demo_config("image", **kind_options(spaced), space=spaced.space).settings == attrs.evolve(
         demo_config("image").settings, space="probability")
+    ruled = _args("demo", "--space", "blend", "--strength-rule", "auto")  # the setting that kept every control limit (method page sec. 15.1)
+    assert demo_config("image", **kind_options(ruled), space=ruled.space, strength_rule=ruled.strength_rule).settings == attrs.evolve(
+        demo_config("image").settings, space="blend", strength_rule="least_squares_off_task")
 
 
 @pytest.mark.parametrize("command,flag", [("demo", ("--space", "blend")), ("demo", ("--centre", "all")),
+                                          ("demo", ("--strength-rule", "auto")),
                                           ("grid", ("--negation-strength", "2"))])
 def test_paper_is_refused_beside_a_flag_it_sets(command, flag, tmp_path, capsys):
     refused(capsys, tmp_path, f"drop {flag[0]}", command, "--paper", *flag, "--out", "run")

@@ -45,7 +45,12 @@ def carried_change(X_s: Tensor, X_t: Tensor, change: Tensor, how: str = "procrus
 
 def alignment_operator(ws: Workspace, target: str, source: str, task: str, how: str = "procrustes") -> Tensor | None:
     """The target's site operator carrying `source`'s fine-tuning change of `task`'s probe embeddings
-    (module docstring); None when the source's fine-tuned model is not available (a stored descriptor)."""
+    (module docstring), computed once per workspace (Workspace.memo); None when the source's fine-tuned model is
+    not available (a stored descriptor)."""
+    return ws.memo(("alignment", target, source, task, how), lambda: _solved(ws, target, source, task, how))
+
+
+def _solved(ws: Workspace, target: str, source: str, task: str, how: str) -> Tensor | None:
     if not isinstance(ws.finetuned.get((source, task)), DualEncoder):
         return None
     src, tgt = ws.grid_state(source, task), ws.grid_state(target, task)

@@ -10,6 +10,10 @@ the same summary keeps them). Methods with a cell cap (the LoRA route)
 run on cells spread evenly over each kind and group, in worker processes, one per core (workers.py),
 while this process runs the other methods; their records come after the others'.
 
+Threads: the encodings (the similarity study's, then every cell's features, made before any worker starts) run
+with torch's thread count as the caller left it; the cells and the studies after them run one thread, since they
+are thousands of small products that more threads only slow down.
+
 Under torch.distributed (`torchrun`, every rank calling run_experiment with the same spec) the
 encodings and the cells are split over the ranks (ranks.py) and rank 0 alone writes `out/`; the
 numbers are those of a single process.
@@ -25,6 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import attrs
 import numpy as np
+import torch
 
 from .. import distributed
 from ..errors import PlatonicError
@@ -40,7 +45,7 @@ from .ranks import run_cells, same_settings, warm
 from .runfolder import RunFolder
 from .settings import KINDS, CellSelection, CellSettings, ExperimentConfig, selections
 from .similarity import similarity
-from .workers import PassPool, pass_workers
+from .workers import PassPool, one_thread, pass_workers, threads
 from .workspace import Workspace
 
 Pass = tuple[str, Cell, tuple[str, ...]]  # (record key, cell, methods): one record of the run
@@ -101,11 +106,14 @@ def run_experiment(
             return [r["key"] for r in folder.records()]
 
         finished = distributed.on_rank0(begin)
-        return _run(ws, folder, config, describe, on_record, progress, title, set(finished))
+        encoding = torch.get_num_threads()
+        with one_thread():
+            return _run(ws, folder, config, describe, on_record, progress, title, set(finished), encoding)
 
 
 def _run(ws: Workspace, folder: RunFolder | None, config: ExperimentConfig, describe: dict[str, Any],
-         on_record: Callable[[dict[str, Any]], None] | None, progress: bool, title: str, finished: set[str]) -> dict[str, Any] | None:
+         on_record: Callable[[dict[str, Any]], None] | None, progress: bool, title: str, finished: set[str],
+         encoding: int) -> dict[str, Any] | None:
     started = time.perf_counter()
     timings: dict[str, float] = {}
 
@@ -123,10 +131,11 @@ def _run(ws: Workspace, folder: RunFolder | None, config: ExperimentConfig, desc
         )
     results: dict[str, Any] = {}
     with distributed.sharding():  # every rank in step: each encoding is split over the ranks
-        if config.similarity:  # first: it encodes what the cells reuse
-            results["similarity"] = timed("similarity", lambda: recorded_similarity(ws, folder, config.similarity_probes, progress))
-        if distributed.rank_and_world()[1] > 1:
-            timed("features", lambda: warm(ws, list(dict.fromkeys(c for key, c, _ in passes if key not in finished))))
+        with threads(encoding):
+            if config.similarity:  # first: it encodes what the cells reuse
+                results["similarity"] = timed("similarity", lambda: recorded_similarity(ws, folder, config.similarity_probes, progress))
+            if distributed.rank_and_world()[1] > 1:
+                timed("features", lambda: warm(ws, list(dict.fromkeys(c for key, c, _ in passes if key not in finished))))
     done = {r["key"]: r for r in folder.records()} if folder is not None else {}
     resumed = sum(key in finished for key, _, _ in passes)
 
@@ -144,7 +153,7 @@ def _run(ws: Workspace, folder: RunFolder | None, config: ExperimentConfig, desc
         timed("cells", lambda: run_cells(pending, evaluate, record, progress))
     else:
         capped = [p for p in pending if any(config.cap(m) is not None for m in p[2])]
-        run_capped(ws, capped, [p for p in pending if p not in capped], evaluate, record, config.settings, progress, timed)
+        run_capped(ws, capped, [p for p in pending if p not in capped], evaluate, record, config.settings, progress, timed, encoding)
     if folder is None:  # another rank: its cells went to rank 0, which runs the rest
         return None
     records: dict[str, dict[str, Any]] = {}
@@ -191,29 +200,28 @@ def _run(ws: Workspace, folder: RunFolder | None, config: ExperimentConfig, desc
 
 def run_capped(ws: Workspace, capped: list[Pass], first: list[Pass], evaluate: Callable[[Pass], dict[str, Any]],
                record: Callable[[dict[str, Any]], None], settings: CellSettings, progress: bool,
-               timed: Callable[[str, Callable[[], Any]], Any]) -> None:
-    """One process: worker processes, one per core (workers.PassPool), run the capped methods' passes (the
-    LoRA route's fits; stage "<methods> cells", reported as each one ends) while this process encodes what
-    the other cells read (stage "features") and runs them in order (stage "cells"): each stage then holds
-    work of one cost, and its time left is estimated from its own rate. Every record in pass order, the
-    capped ones last. What the workers read (their cells' encodings, each LoRA fit's descriptors and grid
-    states) is made before they start, once: they inherit it."""
+               timed: Callable[[str, Callable[[], Any]], Any], encoding: int) -> None:
+    """One process: first every cell's encodings (stage "features", with `encoding` threads: nothing else runs
+    yet), then worker processes, one per core (workers.PassPool), run the capped methods' passes (the LoRA
+    route's fits; stage "<methods> cells", reported as each one ends) while this process runs the other cells
+    in order (stage "cells"): each stage then holds work of one cost, and its time left is estimated from its
+    own rate. Every record in pass order, the capped ones last. The workers inherit what they read (their
+    cells' encodings, each LoRA fit's descriptors and grid states): it is made before they start, once."""
     workers = pass_workers([ws.models[c.target] for _, c, _ in capped], len(capped))
-    ahead = list(dict.fromkeys(c for _, c, _ in capped)) if workers > 1 else []
+    cells = list(dict.fromkeys(c for _, c, _ in [*capped, *first]))
 
     def prepare() -> None:
-        warm(ws, ahead)
+        for cell in progress_bar(cells, desc="features", disable=not progress):
+            warm(ws, [cell])
         for _, cell, names in capped:
             if "lora" in names:
                 lora_inputs(ws, cell, settings)
 
-    if ahead:
+    with threads(encoding):
         timed("features", prepare)
     stage = " + ".join(sorted({m for _, _, names in capped for m in names})) + " cells"
     with progress_bar(total=len(capped), desc=stage, disable=not (progress and capped)) as bar, \
             PassPool(evaluate, capped, workers, on_done=bar.update) as pool:
-        rest = [c for c in dict.fromkeys(c for _, c, _ in first) if c not in set(ahead)]
-        timed("features", lambda: [warm(ws, [c]) for c in progress_bar(rest, desc="features", disable=not progress)])
         timed("cells", lambda: run_cells(first, evaluate, record, progress))
         if capped:
             timed(stage, lambda: [record(entry) for entry in pool.results()])

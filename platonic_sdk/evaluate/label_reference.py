@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
+from torch import Tensor
 
 from ..descriptor import UTD
 from ..errors import ShapeError
@@ -42,11 +43,17 @@ def label_reference(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[s
     """The closed form fed label descriptors, each norm-matched to the term's transferred descriptor (in the
     settings' space, centred when the kind centres), at the closed form's strength (the settings' strength rule
     choosing it from the label descriptors, where it has one)."""
-    ops, references = [], []
-    for source, task in zip(cell.sources, cell.tasks):
-        solve = cell_solve(ws, cell, settings, task)
-        transferred = ws.descriptor(source, task, solve["space"])
-        transferred = transferred.centred() if solve["centre"] else transferred
-        references.append(label_descriptor(ws.grid(task), probe_labels(ws, task), len(ws.grid(task).prompts), float(transferred.matrix.norm())))
-        ops.append(ws.solve_operator(cell.target, references[-1], anchors=solve["anchors"]))
-    return rule_folded(ws, cell, settings, ops, references)
+    terms = [reference_term(ws, cell.target, source, task, **cell_solve(ws, cell, settings, task)) for source, task in zip(cell.sources, cell.tasks)]
+    return rule_folded(ws, cell, settings, [op for op, _ in terms], [reference for _, reference in terms])
+
+
+def reference_term(ws: Workspace, target: str, source: str, task: str, centre: bool, anchors: Sequence[str], space: str) -> tuple[Tensor, UTD]:
+    """(operator on `target`, label descriptor) of one term, norm-matched to `source`'s descriptor of `task` in
+    `space` (centred with `centre`): solved once per workspace (Workspace.memo), shared by every cell with the term."""
+    def solved() -> tuple[Tensor, UTD]:
+        transferred = ws.descriptor(source, task, space)
+        transferred = transferred.centred() if centre else transferred
+        reference = label_descriptor(ws.grid(task), probe_labels(ws, task), len(ws.grid(task).prompts), float(transferred.matrix.norm()))
+        return ws.solve_operator(target, reference, anchors=anchors), reference
+
+    return ws.memo(("label_reference", target, source, task, centre, tuple(anchors), space), solved)

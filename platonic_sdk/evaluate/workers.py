@@ -67,14 +67,19 @@ def _backward_runs() -> bool:
 
 
 @contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """torch runs one intra-op thread inside the block (as every pooled pass does); the count is restored after."""
+def threads(count: int) -> Iterator[None]:
+    """torch runs `count` intra-op threads inside the block; the count is restored after."""
     before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(count)
     try:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def one_thread() -> contextlib.AbstractContextManager[None]:
+    """torch runs one intra-op thread inside the block, as every pooled pass does."""
+    return threads(1)
 
 
 def _start_worker() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence, TypeVar
 
 import attrs
 import torch
@@ -36,6 +36,7 @@ from ..worlds.registry import world_spec
 from ..zeroshot import accuracy_of, predict
 from .features import FeatureCache
 
+T = TypeVar("T")
 Source = DualEncoder | UTD  # a fine-tuned checkpoint of a family, or a ready descriptor of it
 
 
@@ -108,6 +109,7 @@ class Workspace:
         self._operators: dict[tuple[str, str, str], Tensor] = {}
         self._ft_accuracy: dict[tuple[str, str], float] = {}
         self._arch: dict[str, str] = {}
+        self._memo: dict[tuple[Any, ...], Any] = {}
 
     # ------------------------------------------------------------------ names
     @property
@@ -269,6 +271,13 @@ class Workspace:
         if key not in self._operators:
             self._operators[key] = self.solve_operator(target, self.descriptor(source, task, space), centre, anchors)
         return self._operators[key]
+
+    def memo(self, key: tuple[Any, ...], compute: Callable[[], T]) -> T:
+        """compute() once per `key`: for what a method derives from the workspace's fixed models, grids and
+        fine-tunes alone (e.g. a baseline's per-term operator, shared by every cell with that term)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     def random_operator(self, target: str, source: str, task: str, seed: int, centre: bool = False, anchors: Sequence[str] = (),
                         space: str = DEFAULT_SPACE) -> Tensor:
