@@ -29,13 +29,17 @@ def demo_config(world: str, seed: int = 0, lora_cells: int = 8, weight_space_cel
     """The demo's ExperimentConfig on `world` with the world's settings (its zoo's manifest: strengths, and
     the LoRA route's recipe with its landmark ridge, `ridge_b` given wins; `centre`, `anchor`: the kinds with
     row-centred descriptors and with anchored solves, `space` the descriptor space, None: CellSettings' defaults;
-    `strength_rule`: the closed form's strengths chosen by that rule, docs/method.md sec. 17, None: the fixed ones).
+    `strength_rule`: the closed form's strengths chosen by that rule, docs/method.md sec. 17, None: the fixed ones;
+    `orthoreg_recipe` None: the zoo's own fine-tuning recipe for the OrthoReg study's fine-tunes).
     `paper`: the paper's exact method instead (CellSettings.paper(), with the world's LoRA recipe)."""
     from .evaluate.experiment import CellSelection, ExperimentConfig
     from .evaluate.methods import CACHED
+    from .worlds import zoo
     from .worlds.registry import world_spec
 
     spec = world_spec(world)
+    if orthoreg_tasks and orthoreg_recipe is None:  # the zoo's own fine-tuning recipe
+        orthoreg_recipe = zoo.read_manifest(spec.zoo).get("finetune", {})
     tuned = spec.settings()
     cells = (CellSelection("addition"), CellSelection("negation"))
     if weight_space_cells:
@@ -55,22 +59,17 @@ def demo_config(world: str, seed: int = 0, lora_cells: int = 8, weight_space_cel
 
 def main(args: argparse.Namespace) -> int:
     """Entry point of `platonic demo` (options parsed by cli.py)."""
-    from .evaluate.experiment import run_experiment
+    from .evaluate.plan import Experiment
     from .evaluate.report import table
     from .evaluate.ranks import rank_folder
-    from .evaluate.workspace import zoo_workspace
-    from .worlds import zoo
-    from .worlds.registry import world_spec
 
     t0 = time.perf_counter()
     with rank_folder(args.out) as folder:  # locked before any model loads (on rank 0)
-        ws, describe = zoo_workspace(args.world, seed=args.seed, families=args.families, device=args.device, grid_seed=args.seed,
-                                     batch_size=args.batch_size)
-        recipe = zoo.read_manifest(world_spec(args.world).zoo).get("finetune", {}) if args.orthoreg_tasks else {}
-        config = demo_config(args.world, args.seed, args.lora_cells, args.weight_space_cells, args.orthoreg_tasks, recipe,
-                             **kind_options(args), space=args.space, strength_rule=args.strength_rule, paper=args.paper)
-        summary = run_experiment(ws, folder, config, {**describe, "command": "platonic demo"}, progress=not args.quiet,
-                                 title=f"platonic demo ({args.world} world, seed {args.seed})")
+        experiment = Experiment.demo(args.world, args.seed, families=args.families, device=args.device, batch_size=args.batch_size,
+                                     lora_cells=args.lora_cells, weight_space_cells=args.weight_space_cells,
+                                     orthoreg_tasks=args.orthoreg_tasks, **kind_options(args), space=args.space,
+                                     strength_rule=args.strength_rule, paper=args.paper)
+        summary = experiment.run(folder, progress=not args.quiet, describe={"command": "platonic demo"})
     if summary is None:  # another rank: rank 0 writes and prints the report
         return 0
     print(table(["figure", "value"], [[k, v] for k, v in summary["checks"].items()]))
