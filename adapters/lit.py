@@ -403,6 +403,11 @@ class LiTEncoder(DualEncoder):
     def lora_targets(self) -> list[str]:
         return ["fc1", "fc2"]
 
+    @property
+    def preprocessing_signature(self) -> str:
+        """The frozen trunk's settings (architecture, image size, weights): `preprocess` is that fixed function."""
+        return f"lit trunk {self.trunk.identity}"
+
     def preprocess(self, items: Sequence[Any]) -> Tensor:
         """Items -> pooled trunk features (the frozen trunk runs here, once per item and process)."""
         return self.trunk.features(items, self.device).to(device=self.device, dtype=self.dtype)

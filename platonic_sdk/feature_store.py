@@ -5,7 +5,8 @@ An entry's key hashes four things, so that a change to any of them misses the en
 - the model: every tensor of its state dict (names, dtypes, shapes, bytes), so an applied edit counts;
 - the dataset: each item's stamp (a file's path, size and modification time; a dataset row's table
   fingerprint and index; an in-memory item's content, see `tasks.item_fingerprint`), in order;
-- the preprocessing: the bytes of the batch that the model's own `preprocess` makes of the first two items
+- the preprocessing: the model's `preprocessing_signature` where it names a fixed function (a frozen trunk's
+  settings), else the bytes of the batch that the model's own `preprocess` makes of the first two items
   (always as a batch of their own: a Prepared set and its plain items share the key, and a hit preprocesses
   two items, never a whole batch), plus the autocast setting and the device type;
 - the site: its kind, layout and weight shape.
@@ -96,12 +97,17 @@ def items_fingerprint(items: Sequence[Any]) -> str:
 
 
 def preprocessing_fingerprint(encoder: DualEncoder, items: Sequence[Any], amp: bool) -> str:
-    """blake2b of the batch the model's `preprocess` makes of the first two items (a batch of their own, whatever
-    the set: a plain and an `accel.Prepared` set of the same items get one key, and a hit costs two items'
-    preprocessing, not a whole batch's: some adapters' preprocessing runs a frozen trunk), the autocast flag and device type."""
+    """blake2b of the encoder's `preprocessing_signature`, or where it has none of the batch the model's `preprocess`
+    makes of the first two items (a batch of their own, whatever the set: a plain and an `accel.Prepared` set of the
+    same items get one key, and a hit costs two items' preprocessing, not a whole batch's), with the autocast flag
+    and device type."""
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{type(encoder).__qualname__}|amp={amp}|{encoder.device.type}|{encoder.dtype}|".encode())
-    _batch_bytes(h, encoder.preprocess([items[i] for i in range(min(2, len(items)))]))
+    signature = encoder.preprocessing_signature
+    if signature is not None:
+        h.update(f"signature|{signature}".encode())
+    else:
+        _batch_bytes(h, encoder.preprocess([items[i] for i in range(min(2, len(items)))]))
     return h.hexdigest()
 
 

@@ -192,6 +192,14 @@ class DualEncoder(abc.ABC):
         mappings / tuples of them) whose first dimension is the item, each item's rows made from that item
         alone (`accel.cat_batches` / `batch_rows` join and index batches; the LoRA route preprocesses once)."""
 
+    @property
+    def preprocessing_signature(self) -> str | None:
+        """What `preprocess` depends on, for the on-disk feature cache's keys, where that is a fixed function named
+        by its settings (a frozen trunk's architecture and weights): a set is then keyed by this string instead of
+        the bytes of two preprocessed items, which a network's last bits make depend on batch size and thread count.
+        None (the default): the bytes."""
+        return None
+
     @abc.abstractmethod
     def embed_media(self, batch: Any) -> Tensor:
         """Unnormalised media embeddings z (n x d)."""

@@ -80,6 +80,24 @@ def test_memo_returns_what_the_trunk_computes(tiny):
     assert torch.equal(tiny.preprocess(items[::-1]), first.flip(0))
 
 
+def test_feature_cache_keys_name_the_trunk_not_its_last_bits(tiny):
+    """The on-disk cache keys a set by the trunk's settings: what the memo holds for its first items (a batch of 256
+    on two threads and a batch of two differ in the last bits) does not change the key; another trunk does."""
+    from platonic_sdk.feature_store import preprocessing_fingerprint
+
+    items = _images(3, seed=5)
+    key = preprocessing_fingerprint(tiny, items, False)
+    tiny.preprocess(items)
+    tiny.trunk._memo[ps.tasks.item_fingerprint(items[0])] += 1e-6  # as if computed in another batch
+    try:
+        assert preprocessing_fingerprint(tiny, items, False) == key
+    finally:
+        tiny.trunk.clear()
+    other = ps.from_config("lit", {"trunk": {"image_size": 48}}, seed=3)
+    assert other.preprocessing_signature != tiny.preprocessing_signature
+    assert preprocessing_fingerprint(other, items, False) != key
+
+
 def test_fold_moves_embeddings_as_the_protocol_says(tiny):
     batch = tiny.preprocess(_images(3, seed=5))
     z = tiny.embed_media(batch).detach()
