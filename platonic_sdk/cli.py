@@ -226,6 +226,7 @@ def build_parser() -> Parser:
     p.add_argument("--similarity-probes", type=count,
                    help=f"probes per task in the similarity union grid ({default(ExperimentConfig, 'similarity_probes')}; 0: all)")
     p.add_argument("--max-cells", type=positive_int, help="at most this many cells per kind and group, evenly spread")
+    _workers_option(p)
     p.set_defaults(func=grid_commands.cmd_grid, models=None, finetuned=None)
 
     demo = inspect.signature(demo_config).parameters
@@ -245,6 +246,7 @@ def build_parser() -> Parser:
                    help=f"descriptor space of the closed form and the studies (default: {default(CellSettings, 'space')})")
     _strength_rule_option(p)
     _paper_option(p)
+    _workers_option(p)
     p.set_defaults(func=grid_commands.cmd_demo)
     return parser
 
@@ -254,6 +256,11 @@ def _lora_options(p: argparse.ArgumentParser, what: str, default: str = "") -> N
     p.add_argument("--lora-lr", type=positive_float, help=f"{what}: learning rate (default: {default}LoraRouteConfig's)")
     p.add_argument("--lora-epochs", type=positive_int, help=f"{what}: epochs (default: {default}LoraRouteConfig's)")
     p.add_argument("--lora-steps", type=positive_int, help=f"{what}: cap on steps (default: LoraRouteConfig's)")
+
+
+def _workers_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workers", type=positive_int,
+                   help="worker processes for the LoRA route's fits (default: one per core; 1: in this process); the numbers are the same")
 
 
 def _strength_rule_option(p: argparse.ArgumentParser) -> None:

@@ -57,19 +57,34 @@ def demo_config(world: str, seed: int = 0, lora_cells: int = 8, weight_space_cel
     )
 
 
+# options that change how the demo runs, not what it computes (left out of the finished run's stamp)
+HOW = ("func", "command", "quiet", "threads", "workers", "cache_dir", "no_cache", "debug", "config", "out")
+
+
 def main(args: argparse.Namespace) -> int:
-    """Entry point of `platonic demo` (options parsed by cli.py)."""
+    """Entry point of `platonic demo` (options parsed by cli.py). A rerun of a finished demo with the same options,
+    code, zoos and packages (runfolder.inputs_stamp; one process, no plugins) prints its report without loading a model."""
+    from . import distributed
     from .evaluate.plan import Experiment
     from .evaluate.report import table
     from .evaluate.ranks import rank_folder
+    from .evaluate.runfolder import RunFolder, inputs_stamp
 
     t0 = time.perf_counter()
     with rank_folder(args.out) as folder:  # locked before any model loads (on rank 0)
-        experiment = Experiment.demo(args.world, args.seed, families=args.families, device=args.device, batch_size=args.batch_size,
-                                     lora_cells=args.lora_cells, weight_space_cells=args.weight_space_cells,
-                                     orthoreg_tasks=args.orthoreg_tasks, **kind_options(args), space=args.space,
-                                     strength_rule=args.strength_rule, paper=args.paper)
-        summary = experiment.run(folder, progress=not args.quiet, describe={"command": "platonic demo"})
+        alone = isinstance(folder, RunFolder) and distributed.rank_and_world()[1] == 1 and not args.plugin
+        stamp = inputs_stamp({k: v for k, v in vars(args).items() if k not in HOW}) if alone else None
+        summary = folder.finished(stamp) if stamp else None
+        if summary is None:
+            if stamp:
+                folder.unfinished()
+            experiment = Experiment.demo(args.world, args.seed, families=args.families, device=args.device, batch_size=args.batch_size,
+                                         lora_cells=args.lora_cells, weight_space_cells=args.weight_space_cells,
+                                         orthoreg_tasks=args.orthoreg_tasks, **kind_options(args), space=args.space,
+                                         strength_rule=args.strength_rule, paper=args.paper)
+            summary = experiment.run(folder, progress=not args.quiet, describe={"command": "platonic demo"}, workers=args.workers)
+            if stamp:
+                folder.mark_finished(stamp)
     if summary is None:  # another rank: rank 0 writes and prints the report
         return 0
     print(table(["figure", "value"], [[k, v] for k, v in summary["checks"].items()]))

@@ -60,7 +60,7 @@ def cmd_grid(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         experiment = Experiment.from_config(settings, progress=not args.quiet, say=flag)
         describe = {"command": "platonic grid", **({"models": f"from {args.config}"} if settings.models else {})}
-        summary = experiment.run(folder, progress=not args.quiet, title=title, describe=describe)
+        summary = experiment.run(folder, progress=not args.quiet, title=title, describe=describe, workers=args.workers)
     if summary is not None:  # rank 0 (or the only process)
         wall = time.perf_counter() - started
         print(f"{plural(summary['cells']['records'], 'cell')}; report {folder.path / 'report.md'}; wall time {wall:.1f} s "

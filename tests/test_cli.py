@@ -308,6 +308,14 @@ def test_image_folder_task_specs(tmp_path):
         load_task("images:nowhere", options)
 
 
+@pytest.mark.parametrize("command", ["grid", "demo"])
+def test_workers_caps_the_runs_worker_processes(command):
+    """--workers parses to a positive count (None: one per core); test_demo runs the runner with workers=1."""
+    parser = cli.build_parser()
+    assert cli.parse(parser, [command, "--out", "run"]).workers is None
+    assert cli.parse(parser, [command, "--out", "run", "--workers", "1"]).workers == 1
+
+
 @pytest.mark.parametrize("command,batch_size", [("utd", 64), ("edit", 64), ("evaluate", 64), ("grid", 256), ("demo", 256)])
 def test_each_command_has_its_own_defaults(command, batch_size):
     """One command's defaults never reach another's (argparse shares a parent parser's actions between commands)."""

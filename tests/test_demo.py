@@ -223,3 +223,64 @@ def test_the_runner_encodes_with_the_callers_threads_and_runs_cells_on_one(tiny_
         METHODS.pop("thread_probe")
         torch.set_num_threads(before)
     assert seen == {"similarity": {2}, "features": {2}, "cells": {1}} and after == 2
+
+
+def test_one_worker_runs_the_capped_passes_in_this_process(tiny_setup, tmp_path) -> None:
+    """workers=1 (`--workers 1`): the capped methods' passes run here, not in forked workers."""
+    import os
+
+    from platonic_sdk.evaluate.settings import CellSelection, ExperimentConfig
+
+    _, ws, _ = tiny_setup
+    pids = tmp_path / "pids.txt"
+
+    def noted(ws_, cell, settings):
+        with open(pids, "a") as log:
+            log.write(f"{os.getpid()}\n")
+        return ws_.accuracies(cell.target, eval_names(ws_, cell))
+
+    register_method("pid_probe", noted, max_cells=2)
+    try:
+        run_experiment(ws, tmp_path / "run", ExperimentConfig(cells=(CellSelection("addition"),), methods=("zero_shot", "pid_probe"),
+                                                              sweep_methods=(), accumulation=False, guarantee=False, similarity=False),
+                       workers=1)
+    finally:
+        METHODS.pop("pid_probe")
+    assert pids.read_text().split() == [str(os.getpid())] * 2
+
+
+def test_a_finished_demo_reruns_from_its_report_without_loading_a_model(tiny_setup, tmp_path, monkeypatch, capsys) -> None:
+    """A rerun with the same options, code, zoos and packages prints the finished report and builds no experiment;
+    another option, or a touched SDK file, runs again."""
+    import os
+    from pathlib import Path
+
+    import platonic_sdk
+    from platonic_sdk.evaluate.plan import Experiment
+    from platonic_sdk.evaluate.settings import CellSelection, ExperimentConfig
+
+    _, ws, _ = tiny_setup
+    built = []
+
+    def tiny_demo(cls, world="image", seed=0, **options):
+        built.append(seed)
+        config = ExperimentConfig(cells=(CellSelection("addition", max_cells=1),), methods=("zero_shot", "closed_form"),
+                                  sweep_methods=(), accumulation=False, guarantee=False, similarity=False)
+        return cls(ws, config, {}, "tiny demo")
+
+    monkeypatch.setattr(Experiment, "demo", classmethod(tiny_demo))
+    out = ["demo", "--out", str(tmp_path / "run"), "--quiet"]
+    assert cli.main(out) == 0 and built == [0]
+    first = capsys.readouterr().out.split("\nreport:")[0]
+    assert cli.main([*out, "--threads", "1", "--workers", "1"]) == 0 and built == [0]  # how it runs is not what it computes
+    assert capsys.readouterr().out.split("\nreport:")[0] == first
+    marker = Path(platonic_sdk.__file__).parent / "py.typed"
+    info = marker.stat()
+    os.utime(marker, ns=(info.st_atime_ns, info.st_mtime_ns + 10**9))
+    try:
+        assert cli.main(out) == 0 and built == [0, 0]  # a touched SDK file: the run goes through the runner again (and resumes)
+    finally:
+        os.utime(marker, ns=(info.st_atime_ns, info.st_mtime_ns))
+    assert cli.main(out) == 0 and built == [0, 0, 0]  # the first stamp again, but the folder's marker holds the touched one's
+    assert cli.main(out) == 0 and built == [0, 0, 0]
+    assert cli.main([*out, "--seed", "1"]) == 0 and built == [0, 0, 0, 1]  # another option

@@ -39,6 +39,7 @@ def test_workers_fork_only_while_a_forked_child_can_run_backward():
 def _forks_while_backward_survives() -> None:
     models = list(build_workspace().models.values())
     assert pass_workers(models, 2) == min(2, cores())
+    assert pass_workers(models, 5, limit=1) == 1 and pass_workers(models, 5, limit=3) == 3 and pass_workers(models, 2, limit=8) == 2  # --workers
     compiled = torch.compile(torch.nn.Linear(3, 3), backend="aot_eager")
     compiled(torch.ones(2, 3)).sum().backward()  # starts autograd's threads: a forked child could not run backward
     assert pass_workers(models, 2) == 1

@@ -42,7 +42,7 @@ from .cells import Cell, addition_cells, negation_cells
 from .merging import orthoreg_comparison
 from .methods import evaluate_cell, lora_inputs, method
 from .ranks import run_cells, same_settings, warm
-from .runfolder import RunFolder
+from .runfolder import REPORT_FILE, RunFolder
 from .settings import KINDS, CellSelection, CellSettings, ExperimentConfig, selections
 from .similarity import similarity
 from .workers import PassPool, one_thread, pass_workers, threads
@@ -86,8 +86,10 @@ def run_experiment(
     on_record: Callable[[dict[str, Any]], None] | None = None,
     progress: bool = False,
     title: str = "platonic grid",
+    workers: int | None = None,
 ) -> dict[str, Any]:
     """Run every selected cell, method and study on `ws` into the run folder; returns report.json's content.
+    `workers`: at most this many worker processes for the capped methods' passes (None: one per core; 1: here).
 
     `out` is a folder path, or a RunFolder whose lock the caller already holds. In a process group every
     rank must call this with the same workspace and spec (refused otherwise); rank 0 writes `out` and
@@ -108,12 +110,12 @@ def run_experiment(
         finished = distributed.on_rank0(begin)
         encoding = torch.get_num_threads()
         with one_thread():
-            return _run(ws, folder, config, describe, on_record, progress, title, set(finished), encoding)
+            return _run(ws, folder, config, describe, on_record, progress, title, set(finished), encoding, workers)
 
 
 def _run(ws: Workspace, folder: RunFolder | None, config: ExperimentConfig, describe: dict[str, Any],
          on_record: Callable[[dict[str, Any]], None] | None, progress: bool, title: str, finished: set[str],
-         encoding: int) -> dict[str, Any] | None:
+         encoding: int, workers: int | None) -> dict[str, Any] | None:
     started = time.perf_counter()
     timings: dict[str, float] = {}
 
@@ -153,7 +155,8 @@ def _run(ws: Workspace, folder: RunFolder | None, config: ExperimentConfig, desc
         timed("cells", lambda: run_cells(pending, evaluate, record, progress))
     else:
         capped = [p for p in pending if any(config.cap(m) is not None for m in p[2])]
-        run_capped(ws, capped, [p for p in pending if p not in capped], evaluate, record, config.settings, progress, timed, encoding)
+        run_capped(ws, capped, [p for p in pending if p not in capped], evaluate, record, config.settings, progress, timed, encoding,
+                   workers)
     if folder is None:  # another rank: its cells went to rank 0, which runs the rest
         return None
     records: dict[str, dict[str, Any]] = {}
@@ -193,21 +196,21 @@ def _run(ws: Workspace, folder: RunFolder | None, config: ExperimentConfig, desc
     timings["total"] = round(time.perf_counter() - started, 2)
     summary["timings"] = timings
     summary["cells"] = {"records": len(records), "resumed": resumed, "passes": len(passes)}
-    folder.write_json("report.json", summary)
+    folder.write_json(REPORT_FILE, summary)
     folder.write_text("report.md", report.render(summary, title, results))
-    return summary
+    return json.loads(json.dumps(summary, sort_keys=True))  # as report.json reads back: a finished run's rerun gives the same value
 
 
 def run_capped(ws: Workspace, capped: list[Pass], first: list[Pass], evaluate: Callable[[Pass], dict[str, Any]],
                record: Callable[[dict[str, Any]], None], settings: CellSettings, progress: bool,
-               timed: Callable[[str, Callable[[], Any]], Any], encoding: int) -> None:
+               timed: Callable[[str, Callable[[], Any]], Any], encoding: int, limit: int | None = None) -> None:
     """One process: first every cell's encodings (stage "features", with `encoding` threads: nothing else runs
     yet), then worker processes, one per core (workers.PassPool), run the capped methods' passes (the LoRA
     route's fits; stage "<methods> cells", reported as each one ends) while this process runs the other cells
     in order (stage "cells"): each stage then holds work of one cost, and its time left is estimated from its
     own rate. Every record in pass order, the capped ones last. The workers inherit what they read (their
     cells' encodings, each LoRA fit's descriptors and grid states): it is made before they start, once."""
-    workers = pass_workers([ws.models[c.target] for _, c, _ in capped], len(capped))
+    workers = pass_workers([ws.models[c.target] for _, c, _ in capped], len(capped), limit)
     cells = list(dict.fromkeys(c for _, c, _ in [*capped, *first]))
 
     def prepare() -> None:
@@ -248,7 +251,7 @@ def recorded_similarity(ws: Workspace, folder: RunFolder | None, probes: int | N
 def drawn_figures(folder: RunFolder, summary: dict[str, Any]) -> dict[str, str] | None:
     """The figures of the folder's report.json when it reports this same summary (a finished run, rerun)
     and every figure file is there; None otherwise (they are drawn)."""
-    path = folder.path / "report.json"
+    path = folder.path / REPORT_FILE
     if not path.is_file():
         return None
     previous = json.loads(path.read_text())

@@ -100,13 +100,13 @@ class Experiment:
         return cls(ws, config, describe, f"platonic demo ({world} world, seed {seed})")
 
     def run(self, folder: Any = None, *, progress: bool = False, title: str | None = None,
-            describe: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+            describe: Mapping[str, Any] | None = None, workers: int | None = None) -> dict[str, Any] | None:
         """run_experiment into `folder` (a path or RunFolder): the summary (None on ranks other than 0); `describe`
-        adds to the recorded description."""
+        adds to the recorded description; `workers` caps the LoRA route's worker processes (None: one per core)."""
         if folder is None:
             raise PlatonicError("Experiment.run needs a run folder (folder=PATH)")
         return run_experiment(self.workspace, folder, self.config, {**self.describe, **(describe or {})}, progress=progress,
-                              title=title or self.title)
+                              title=title or self.title, workers=workers)
 
 
 def _own_workspace(s: GridSettings, options: Mapping[str, Any]) -> Workspace:

@@ -7,6 +7,9 @@
   them); a torn last line (a run killed mid-write) is dropped, a key recorded twice is refused;
 - `studies/<name>.json` holds each study's result with the arguments it ran with, written as it
   finishes: a resumed run with the same arguments reads it back instead of computing it again;
+- `finished.json` holds the stamp of a run that finished (`inputs_stamp`: the command's options, the SDK's
+  files and the installed packages' versions): a rerun that brings the same stamp reads the report back
+  without loading a model (`RunFolder.finished`); a run that starts removes it first;
 - every other file is written atomically (temporary file, then rename).
 """
 
@@ -14,6 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
+import importlib.metadata
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -26,6 +32,29 @@ RUN_FILE = "run.json"
 CELLS_FILE = "cells.jsonl"
 STUDIES_DIR = "studies"
 LOCK_FILE = ".lock"
+FINISHED_FILE = "finished.json"
+REPORT_FILE = "report.json"
+
+
+def _sdk_folders() -> list[Path]:
+    """platonic_sdk's folder and its adapters' (pyproject maps `platonic_sdk.adapters` to a folder of its own)."""
+    spec = importlib.util.find_spec("platonic_sdk.adapters")
+    return list(dict.fromkeys([Path(__file__).resolve().parents[1], *(Path(p).resolve() for p in spec.submodule_search_locations or ())]))
+
+
+def inputs_stamp(options: Mapping[str, Any]) -> str:
+    """blake2b of what a run's numbers follow from, without loading anything: `options` (the command's, as JSON),
+    every file of the SDK's packages (relative path, size, modification time: the code, the adapters, the shipped
+    zoos and their data) and every installed distribution's name and version."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(json.dumps(dict(options), sort_keys=True, default=str).encode())
+    for root in _sdk_folders():
+        for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            info = path.stat()
+            h.update(f"|{root.name}/{path.relative_to(root)}|{info.st_size}|{info.st_mtime_ns}".encode())
+    for dist in sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()):
+        h.update(f"|{dist}".encode())
+    return h.hexdigest()
 
 
 class RunFolderBusy(PlatonicError):
@@ -162,6 +191,23 @@ class RunFolder:
                                 "use another output folder")
         else:
             atomic.write_json(run, {"settings": settings})
+
+    def finished(self, stamp: str) -> dict[str, Any] | None:
+        """The report (report.json) of a run that finished here with inputs `stamp` (`inputs_stamp`), else None."""
+        marker, report = self.path / FINISHED_FILE, self.path / REPORT_FILE
+        if not (marker.is_file() and report.is_file()):
+            return None
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            if json.loads(marker.read_text())["stamp"] == stamp:
+                return json.loads(report.read_text())
+        return None
+
+    def unfinished(self) -> None:
+        """Forget that a run finished here (a run starts: until it finishes, its report is not the folder's answer)."""
+        (self.path / FINISHED_FILE).unlink(missing_ok=True)
+
+    def mark_finished(self, stamp: str) -> Path:
+        return self.write_json(FINISHED_FILE, {"stamp": stamp})
 
     def records(self) -> list[dict[str, Any]]:
         return read_records(self.cells_path)

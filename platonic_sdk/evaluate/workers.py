@@ -39,11 +39,11 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def pass_workers(models: Iterable[DualEncoder], passes: int) -> int:
-    """Worker processes for `passes` passes on `models`: min(passes, cores()) where forking is safe (Linux,
-    every model on the CPU, CUDA not initialised, no process group, and a forked child can still run backward),
-    else 1 (they run here)."""
-    workers = max(1, min(passes, cores()))
+def pass_workers(models: Iterable[DualEncoder], passes: int, limit: int | None = None) -> int:
+    """Worker processes for `passes` passes on `models`: min(passes, limit) (limit None: cores()) where forking is
+    safe (Linux, every model on the CPU, CUDA not initialised, no process group, and a forked child can still run
+    backward), else 1 (they run here)."""
+    workers = max(1, min(passes, cores() if limit is None else limit))
     safe = (workers > 1 and sys.platform == "linux" and distributed.rank_and_world()[1] == 1 and not torch.cuda.is_initialized()
             and all(m.device.type == "cpu" for m in models) and _backward_survives_fork())
     return workers if safe else 1
