@@ -14,10 +14,13 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .cli_values import kind_options
 from .evaluate.settings import CellSettings
+
+if TYPE_CHECKING:
+    from .evaluate.plan import Experiment
 
 
 SWEEP_CELLS = 40  # per kind, evenly spread: the frontier's means, at a fifth of sweeping 200
@@ -57,6 +60,19 @@ def demo_config(world: str, seed: int = 0, lora_cells: int = 8, weight_space_cel
     )
 
 
+def demo_experiment(world: str = "image", seed: int = 0, *, families: Sequence[str] | None = None, device: str | None = None,
+                    batch_size: int = 256, **preset: Any) -> "Experiment":
+    """`platonic demo` as an experiment: `world`'s shipped zoo (its `families`, all by default; grids drawn with
+    `seed`) and the demo preset, demo_config(world, seed, **preset). `demo_experiment("real").run("out/demo")`
+    runs the main job on the real world."""
+    from .evaluate.plan import Experiment
+    from .evaluate.workspace import zoo_workspace
+
+    config = demo_config(world, seed, **preset)  # a misspelt preset keyword fails here, before any model loads
+    ws, describe = zoo_workspace(world, seed=seed, families=families, device=device, grid_seed=seed, batch_size=batch_size)
+    return Experiment(ws, config, describe, f"platonic demo ({world} world, seed {seed})")
+
+
 # options that change how the demo runs, not what it computes (left out of the finished run's stamp)
 HOW = ("func", "command", "quiet", "threads", "workers", "cache_dir", "no_cache", "debug", "config", "out")
 
@@ -65,7 +81,6 @@ def main(args: argparse.Namespace) -> int:
     """Entry point of `platonic demo` (options parsed by cli.py). A rerun of a finished demo with the same options,
     code, zoos and packages (runfolder.inputs_stamp; one process, no plugins) prints its report without loading a model."""
     from . import distributed
-    from .evaluate.plan import Experiment
     from .evaluate.report import table
     from .evaluate.ranks import rank_folder
     from .evaluate.runfolder import RunFolder, inputs_stamp
@@ -78,7 +93,7 @@ def main(args: argparse.Namespace) -> int:
         if summary is None:
             if stamp:
                 folder.unfinished()
-            experiment = Experiment.demo(args.world, args.seed, families=args.families, device=args.device, batch_size=args.batch_size,
+            experiment = demo_experiment(args.world, args.seed, families=args.families, device=args.device, batch_size=args.batch_size,
                                          lora_cells=args.lora_cells, weight_space_cells=args.weight_space_cells,
                                          orthoreg_tasks=args.orthoreg_tasks, **kind_options(args), space=args.space,
                                          strength_rule=args.strength_rule, paper=args.paper)

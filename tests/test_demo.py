@@ -256,19 +256,20 @@ def test_a_finished_demo_reruns_from_its_report_without_loading_a_model(tiny_set
     from pathlib import Path
 
     import platonic_sdk
+    from platonic_sdk import demo
     from platonic_sdk.evaluate.plan import Experiment
     from platonic_sdk.evaluate.settings import CellSelection, ExperimentConfig
 
     _, ws, _ = tiny_setup
     built = []
 
-    def tiny_demo(cls, world="image", seed=0, **options):
+    def tiny_demo(world="image", seed=0, **options):
         built.append(seed)
         config = ExperimentConfig(cells=(CellSelection("addition", max_cells=1),), methods=("zero_shot", "closed_form"),
                                   sweep_methods=(), accumulation=False, guarantee=False, similarity=False)
-        return cls(ws, config, {}, "tiny demo")
+        return Experiment(ws, config, {}, "tiny demo")
 
-    monkeypatch.setattr(Experiment, "demo", classmethod(tiny_demo))
+    monkeypatch.setattr(demo, "demo_experiment", tiny_demo)
     out = ["demo", "--out", str(tmp_path / "run"), "--quiet"]
     assert cli.main(out) == 0 and built == [0]
     first = capsys.readouterr().out.split("\nreport:")[0]

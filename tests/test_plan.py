@@ -162,13 +162,12 @@ class _Spec:
 
 
 def test_the_demo_is_an_experiment_with_the_demo_preset():
-    """Experiment.demo builds what `platonic demo` runs: the zoo's workspace and demo_config's preset, nothing else."""
-    from platonic_sdk.demo import demo_config
-    from platonic_sdk.evaluate.plan import Experiment
+    """demo_experiment builds what `platonic demo` runs: the zoo's workspace and demo_config's preset, nothing else."""
+    from platonic_sdk.demo import demo_config, demo_experiment
 
-    experiment = Experiment.demo("audio", 3, lora_cells=0, space="blend", strength_rule="auto")
+    experiment = demo_experiment("audio", 3, lora_cells=0, space="blend", strength_rule="auto")
     assert experiment.config == demo_config("audio", 3, lora_cells=0, space="blend", strength_rule="auto")
     assert experiment.workspace.grid_seed == 3 and experiment.workspace.batch_size == 256
     assert experiment.title == "platonic demo (audio world, seed 3)"
     with pytest.raises(TypeError, match="unexpected keyword argument 'lora_cels'"):
-        Experiment.demo("audio", lora_cels=0)
+        demo_experiment("audio", lora_cels=0)

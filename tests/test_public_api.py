@@ -24,7 +24,6 @@ PASS_THROUGH = {
     "platonic_sdk.registry.load": "a family's own load options (its adapter's loader takes named parameters)",
     "platonic_sdk.registry.from_config": "a family's own build options (its adapter's builder takes named parameters)",
     "platonic_sdk.finetune.weightspace.merge": "the merge method's parameters, bound against its signature before merging",
-    "platonic_sdk.evaluate.plan.Experiment.demo": "the demo preset's options: demo.demo_config's named parameters, bound before any model loads",
 }
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import attrs
 
@@ -86,18 +86,6 @@ class Experiment:
                     "train_per_class": s.train_per_class, "test_per_class": s.test_per_class, "test_fraction": s.test_fraction,
                     "data_root": s.data_root}
         return cls(ws, config, describe, title)
-
-    @classmethod
-    def demo(cls, world: str = "image", seed: int = 0, *, families: Sequence[str] | None = None, device: str | None = None,
-             batch_size: int = 256, **preset: Any) -> "Experiment":
-        """`platonic demo` as an experiment: `world`'s shipped zoo (its `families`, all by default; grids drawn with
-        `seed`) and the demo preset, demo.demo_config(world, seed, **preset). `Experiment.demo("real").run("out/demo")`
-        runs the main job on the real world."""
-        from ..demo import demo_config
-
-        config = demo_config(world, seed, **preset)  # a misspelt preset keyword fails here, before any model loads
-        ws, describe = zoo_workspace(world, seed=seed, families=families, device=device, grid_seed=seed, batch_size=batch_size)
-        return cls(ws, config, describe, f"platonic demo ({world} world, seed {seed})")
 
     def run(self, folder: Any = None, *, progress: bool = False, title: str | None = None,
             describe: Mapping[str, Any] | None = None, workers: int | None = None) -> dict[str, Any] | None:
