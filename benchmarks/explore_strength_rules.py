@@ -1,0 +1,122 @@
+"""Variants of the off-task strength rule on the default's development seeds, estimated (method page sec. 15.1,
+round 2): each variant's strength is computed exactly per cell on the replicate's workspace; the cell's accuracies
+at that strength are interpolated on its blend sweep from an earlier `decide_default.py --json` run. An estimate,
+not a measurement: the protocol measures its candidates exactly. It runs low where a rule chooses more than the
+sweep's last strength (2: read there), and it reads the labelled reference at the variant's strength, not at the
+strength the rule gives the reference's own descriptor, so criterion 3's per-task share is only indicative. The variants are strength-rule plug-ins
+(`register_strength_rule`); the round-1 rule is `least_squares_off_task`:
+
+    centred_off_task   the fit reads only row-centred changes and descriptors (what an argmax sees)
+    balanced_off_task  the other grids' penalty averaged over them, times the task's grids (a bigger bank lowers nothing)
+    leak_off_task      the other grids held at the source fine-tune's own change there, not at zero
+
+    python benchmarks/explore_strength_rules.py --read DEV CONFIRM    # the --json files of decide_default.py's runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+SPACE = "blend"
+VARIANTS = ("least_squares_off_task", "centred_off_task", "balanced_off_task", "leak_off_task")
+
+
+def register_variants() -> None:
+    """The three variants as strength rules: c = sum_T w <dU, U> / (sum_T w ||dU||^2 + penalty), as least_squares_off_task."""
+    from platonic_sdk.strength import StrengthRule, register_strength_rule
+    from platonic_sdk.strength.first_order import targets, unit_change, weighted_inner
+
+    def fit(A, task, others, centred=False, balanced=False):
+        rows = (lambda m: m - m.mean(dim=1, keepdim=True)) if centred else (lambda m: m)
+        change, off = [rows(unit_change(A, g)) for g in task], [rows(unit_change(A, g)) for g in others]
+        held = [rows(g.target.double()) if g.target is not None else 0 * d for g, d in zip(others, off)]  # leak: the source's change
+        penalty = weighted_inner(others, off, off) * (len(task) / len(others) if balanced and others else 1.0)
+        energy = weighted_inner(task, change, change) + penalty
+        aim = weighted_inner(task, change, [rows(u) for u in targets(task)]) + weighted_inner(others, off, held)
+        return max(0.0, aim / energy) if energy > 0 else 0.0
+
+    for name, options in (("centred_off_task", {"centred": True}), ("balanced_off_task", {"balanced": True}), ("leak_off_task", {})):
+        register_strength_rule(StrengthRule(name, lambda A, t, o, options=options: fit(A, t, o, **options)), replace=True)
+
+
+def strengths(world: str, seed: int, max_cells: int) -> dict[str, dict[str, float]]:
+    """Per cell key, each variant's strength for the blend closed form of the cell (leak_off_task: the other grids'
+    targets are the cell's sources' changes there, signed and centred as the edit's)."""
+    from bench_frontier import cells as grid_cells
+    from platonic_sdk import spaces
+    from platonic_sdk.descriptor import Composition
+    from platonic_sdk.evaluate.cells import cell_solve
+    from platonic_sdk.evaluate.replicates import replicate_workspace
+    from platonic_sdk.evaluate.settings import CellSettings
+    from platonic_sdk.linalg import unit_rows
+    from platonic_sdk.strength import strength_rule
+
+    def change_on(ws, family, task, grid_task):  # the source fine-tune's descriptor on another task's grid
+        state = ws.grid_state(family, grid_task)
+        scale = ws.models[family].logit_scale if spaces.space(SPACE).needs_logit_scale else None
+        return spaces.space_descriptor(SPACE, unit_rows(state.raw_embeddings), ws.finetuned_rows(family, task, grid_task), state.landmarks, scale)
+
+    ws, _ = replicate_workspace(world, seed, progress=False)
+    settings, out = CellSettings(space=SPACE), {}
+    for cell in grid_cells(ws, max_cells):
+        sign, centre = (1.0 if cell.kind == "addition" else -1.0), settings.centres(cell.kind)
+        terms = list(zip(cell.sources, cell.tasks))
+        A = sign * sum(ws.operator(cell.target, s, t, **cell_solve(ws, cell, settings, t)) for s, t in terms)
+        descriptor = Composition.of(sum((sign * ws.descriptor(s, t, SPACE) for s, t in terms[1:]), sign * ws.descriptor(*terms[0], SPACE)))
+        bank, rest = ws.bank(cell.target), [t for t in ws.transfer_tasks if t not in cell.tasks]
+        out[cell.key] = {v: bank.chosen_strength(descriptor, A, v, centre, [ws.grid_state(cell.target, t).grid for t in rest])
+                         for v in VARIANTS if v != "leak_off_task"}
+        task = [bank.probe_grid(ws.grid(t).identity, (descriptor.centred() if centre else descriptor).by_grid()[ws.grid(t).identity][1])
+                for t in dict.fromkeys(cell.tasks)]
+        leaks = [sum(sign * change_on(ws, s, t, other) for s, t in terms) for other in rest]
+        others = [bank.probe_grid(ws.grid(o).identity, (m - m.mean(dim=1, keepdim=True)) if centre else m) for o, m in zip(rest, leaks)]
+        out[cell.key]["leak_off_task"] = strength_rule("leak_off_task").choose(A, task, others)
+    return out
+
+
+def estimated(records: Sequence[dict[str, Any]], chosen: dict[str, dict[str, float]], variant: str) -> list[dict[str, Any]]:
+    """Candidate records (decide_default's shape) with each cell's accuracies interpolated at the variant's strength
+    on the cell's blend and labelled-reference sweeps (strengths past the sweep's end read its last point)."""
+    at = lambda r, c: {k: float(np.interp(c, r["strengths"], v)) for k, v in r["accuracy"].items()}  # noqa: E731
+    blend = {r["key"]: r for r in records if r["method"] == f"closed_form_{SPACE}"}
+    reference = {r["key"]: r for r in records if r["method"] == "label_reference"}
+    return [{"key": k, "kind": r["kind"], "tasks": r["tasks"], "controls": r["controls"], "zero_shot": r["zero_shot"],
+             "closed_form": at(r, chosen[k][variant]), "label_reference": at(reference[k], chosen[k][variant])}
+            for k, r in blend.items() if k in chosen]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--read", nargs="+", required=True, metavar="PATH", help="decide_default.py --json files (their sweeps)")
+    parser.add_argument("--worlds", default="image,audio,real")
+    parser.add_argument("--max-cells", type=int, default=20)
+    args = parser.parse_args()
+    import decide_default
+
+    from platonic_sdk.feature_store import caching
+
+    register_variants()
+    worlds = args.worlds.split(",")
+    runs = {w: [run for path in args.read for run in json.loads(Path(path).read_text())["runs"][w]] for w in worlds}
+    with caching():
+        for w in worlds:
+            for run in runs[w]:
+                chosen = strengths(w, run["seed"], args.max_cells)
+                run["points"] = {f"{SPACE}/{v}": estimated(run["sweep"], chosen, v) for v in VARIANTS}
+                print(f"{w} seed {run['seed']}: median strength " + ", ".join(
+                    f"{v} {np.median([c[v] for c in chosen.values()]):.2f}" for v in VARIANTS), flush=True)
+    table = {w: {f"{SPACE}/{v}": decide_default.judge(w, runs[w], f"{SPACE}/{v}") for v in VARIANTS} for w in worlds}
+    print("\nEstimated (interpolated on the blend sweeps), cells pooled over seeds " + ", ".join(str(r["seed"]) for r in runs[worlds[0]]) + ":\n")
+    print(decide_default.markdown(table, worlds))
+
+
+if __name__ == "__main__":
+    main()
