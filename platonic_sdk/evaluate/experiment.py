@@ -205,7 +205,7 @@ def run_capped(ws: Workspace, capped: list[Pass], first: list[Pass], evaluate: C
                record: Callable[[dict[str, Any]], None], settings: CellSettings, progress: bool,
                timed: Callable[[str, Callable[[], Any]], Any], encoding: int, limit: int | None = None) -> None:
     """One process: first every cell's encodings (stage "features", with `encoding` threads: nothing else runs
-    yet), then worker processes, one per core (workers.PassPool), run the capped methods' passes (the LoRA
+    yet), then worker processes, one per core and at most `limit` (workers.PassPool), run the capped methods' passes (the LoRA
     route's fits; stage "<methods> cells", reported as each one ends) while this process runs the other cells
     in order (stage "cells"): each stage then holds work of one cost, and its time left is estimated from its
     own rate. Every record in pass order, the capped ones last. The workers inherit what they read (their

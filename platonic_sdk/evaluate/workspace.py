@@ -106,7 +106,6 @@ class Workspace:
         self._landmarks: dict[tuple[str, str], Tensor] = {}
         self._ft_rows: dict[tuple[str, str, str], Tensor] = {}
         self._descriptors: dict[tuple[str, str], UTD] = {}
-        self._operators: dict[tuple[str, str, str], Tensor] = {}
         self._ft_accuracy: dict[tuple[str, str], float] = {}
         self._arch: dict[str, str] = {}
         self._memo: dict[tuple[Any, ...], Any] = {}
@@ -266,11 +265,10 @@ class Workspace:
 
     def operator(self, target: str, source: str, task: str, centre: bool = False, anchors: Sequence[str] = (),
                  space: str = DEFAULT_SPACE) -> Tensor:
-        """Operator on `target` of `source`'s descriptor of `task` in `space` (cached; `centre`, `anchors`: solve_operator)."""
-        key = (target, source, task, bool(centre), tuple(anchors), space)
-        if key not in self._operators:
-            self._operators[key] = self.solve_operator(target, self.descriptor(source, task, space), centre, anchors)
-        return self._operators[key]
+        """Operator on `target` of `source`'s descriptor of `task` in `space` (once per workspace, `memo`; `centre`,
+        `anchors`: solve_operator)."""
+        return self.memo(("operator", target, source, task, bool(centre), tuple(anchors), space),
+                         lambda: self.solve_operator(target, self.descriptor(source, task, space), centre, anchors))
 
     def memo(self, key: tuple[Any, ...], compute: Callable[[], T]) -> T:
         """compute() once per `key`: for what a method derives from the workspace's fixed models, grids and
