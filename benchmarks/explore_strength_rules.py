@@ -9,6 +9,10 @@ strength the rule gives the reference's own descriptor, so criterion 3's per-tas
     centred_off_task   the fit reads only row-centred changes and descriptors (what an argmax sees)
     balanced_off_task  the other grids' penalty averaged over them, times the task's grids (a bigger bank lowers nothing)
     leak_off_task      the other grids held at the source fine-tune's own change there, not at zero
+    leak_budget        the task-only fit, capped where the edit's change on the other grids reaches the size of the
+                       source fine-tune's own change there: sqrt(sum_O w ||L_O||^2 / sum_O w ||dU_O||^2)
+    other_prompts_off_task  only the other grids' affinities to prompts the task does not name are held (a
+                       grid asking the task's own question on other inputs is left free)
 
     python benchmarks/explore_strength_rules.py --read DEV CONFIRM    # the --json files of decide_default.py's runs
 """
@@ -25,30 +29,49 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-SPACE = "blend"
-VARIANTS = ("least_squares_off_task", "centred_off_task", "balanced_off_task", "leak_off_task")
+VARIANTS = ("least_squares_off_task", "centred_off_task", "balanced_off_task", "leak_off_task", "leak_budget", "other_prompts_off_task")
+LEAKS = ("leak_off_task", "leak_budget")  # rules that read the source's change on the other grids
 
 
 def register_variants() -> None:
     """The three variants as strength rules: c = sum_T w <dU, U> / (sum_T w ||dU||^2 + penalty), as least_squares_off_task."""
+    import torch
+
     from platonic_sdk.strength import StrengthRule, register_strength_rule
     from platonic_sdk.strength.first_order import targets, unit_change, weighted_inner
 
-    def fit(A, task, others, centred=False, balanced=False):
+    def other_prompts(g, task):  # 1 on the columns of g whose landmark is none of the task grids' landmarks
+        from platonic_sdk.linalg import unit_rows
+
+        named = torch.cat([unit_rows(t.landmarks.double()) for t in task])
+        return ((unit_rows(g.landmarks.double()) @ named.T).max(dim=1).values < 1 - 1e-6).double()
+
+    def fit(A, task, others, centred=False, balanced=False, prompts=False):
         rows = (lambda m: m - m.mean(dim=1, keepdim=True)) if centred else (lambda m: m)
         change, off = [rows(unit_change(A, g)) for g in task], [rows(unit_change(A, g)) for g in others]
+        if prompts:
+            off = [d * other_prompts(g, task) for g, d in zip(others, off)]
         held = [rows(g.target.double()) if g.target is not None else 0 * d for g, d in zip(others, off)]  # leak: the source's change
         penalty = weighted_inner(others, off, off) * (len(task) / len(others) if balanced and others else 1.0)
         energy = weighted_inner(task, change, change) + penalty
         aim = weighted_inner(task, change, [rows(u) for u in targets(task)]) + weighted_inner(others, off, held)
         return max(0.0, aim / energy) if energy > 0 else 0.0
 
-    for name, options in (("centred_off_task", {"centred": True}), ("balanced_off_task", {"balanced": True}), ("leak_off_task", {})):
+    def leak_budget(A, task, others):
+        from platonic_sdk.strength.first_order import fitted
+
+        off, leak = [unit_change(A, g) for g in others], [g.target.double() for g in others]
+        energy = weighted_inner(others, off, off)
+        return min(fitted(A, task, ()), (weighted_inner(others, leak, leak) / energy) ** 0.5) if energy > 0 else fitted(A, task, ())
+
+    register_strength_rule(StrengthRule("leak_budget", leak_budget), replace=True)
+    for name, options in (("centred_off_task", {"centred": True}), ("balanced_off_task", {"balanced": True}), ("leak_off_task", {}),
+                          ("other_prompts_off_task", {"prompts": True})):
         register_strength_rule(StrengthRule(name, lambda A, t, o, options=options: fit(A, t, o, **options)), replace=True)
 
 
-def strengths(world: str, seed: int, max_cells: int) -> dict[str, dict[str, float]]:
-    """Per cell key, each variant's strength for the blend closed form of the cell (leak_off_task: the other grids'
+def strengths(world: str, seed: int, max_cells: int, space: str) -> dict[str, dict[str, float]]:
+    """Per cell key, each variant's strength for the closed form in `space` of the cell (leak_off_task: the other grids'
     targets are the cell's sources' changes there, signed and centred as the edit's)."""
     from bench_frontier import cells as grid_cells
     from platonic_sdk import spaces
@@ -61,36 +84,36 @@ def strengths(world: str, seed: int, max_cells: int) -> dict[str, dict[str, floa
 
     def change_on(ws, family, task, grid_task):  # the source fine-tune's descriptor on another task's grid
         state = ws.grid_state(family, grid_task)
-        scale = ws.models[family].logit_scale if spaces.space(SPACE).needs_logit_scale else None
-        return spaces.space_descriptor(SPACE, unit_rows(state.raw_embeddings), ws.finetuned_rows(family, task, grid_task), state.landmarks, scale)
+        scale = ws.models[family].logit_scale if spaces.space(space).needs_logit_scale else None
+        return spaces.space_descriptor(space, unit_rows(state.raw_embeddings), ws.finetuned_rows(family, task, grid_task), state.landmarks, scale)
 
     ws, _ = replicate_workspace(world, seed, progress=False)
-    settings, out = CellSettings(space=SPACE), {}
+    settings, out = CellSettings(space=space), {}
     for cell in grid_cells(ws, max_cells):
         sign, centre = (1.0 if cell.kind == "addition" else -1.0), settings.centres(cell.kind)
         terms = list(zip(cell.sources, cell.tasks))
         A = sign * sum(ws.operator(cell.target, s, t, **cell_solve(ws, cell, settings, t)) for s, t in terms)
-        descriptor = Composition.of(sum((sign * ws.descriptor(s, t, SPACE) for s, t in terms[1:]), sign * ws.descriptor(*terms[0], SPACE)))
+        descriptor = Composition.of(sum((sign * ws.descriptor(s, t, space) for s, t in terms[1:]), sign * ws.descriptor(*terms[0], space)))
         bank, rest = ws.bank(cell.target), [t for t in ws.transfer_tasks if t not in cell.tasks]
         out[cell.key] = {v: bank.chosen_strength(descriptor, A, v, centre, [ws.grid_state(cell.target, t).grid for t in rest])
-                         for v in VARIANTS if v != "leak_off_task"}
+                         for v in VARIANTS if v not in LEAKS}
         task = [bank.probe_grid(ws.grid(t).identity, (descriptor.centred() if centre else descriptor).by_grid()[ws.grid(t).identity][1])
                 for t in dict.fromkeys(cell.tasks)]
         leaks = [sum(sign * change_on(ws, s, t, other) for s, t in terms) for other in rest]
         others = [bank.probe_grid(ws.grid(o).identity, (m - m.mean(dim=1, keepdim=True)) if centre else m) for o, m in zip(rest, leaks)]
-        out[cell.key]["leak_off_task"] = strength_rule("leak_off_task").choose(A, task, others)
+        out[cell.key].update({v: strength_rule(v).choose(A, task, others) for v in LEAKS})
     return out
 
 
-def estimated(records: Sequence[dict[str, Any]], chosen: dict[str, dict[str, float]], variant: str) -> list[dict[str, Any]]:
+def estimated(records: Sequence[dict[str, Any]], chosen: dict[str, dict[str, float]], variant: str, space: str) -> list[dict[str, Any]]:
     """Candidate records (decide_default's shape) with each cell's accuracies interpolated at the variant's strength
-    on the cell's blend and labelled-reference sweeps (strengths past the sweep's end read its last point)."""
+    on the cell's `space` and labelled-reference sweeps (strengths past the sweep's end read its last point)."""
     at = lambda r, c: {k: float(np.interp(c, r["strengths"], v)) for k, v in r["accuracy"].items()}  # noqa: E731
-    blend = {r["key"]: r for r in records if r["method"] == f"closed_form_{SPACE}"}
+    swept = {r["key"]: r for r in records if r["method"] == f"closed_form_{space}"}
     reference = {r["key"]: r for r in records if r["method"] == "label_reference"}
     return [{"key": k, "kind": r["kind"], "tasks": r["tasks"], "controls": r["controls"], "zero_shot": r["zero_shot"],
              "closed_form": at(r, chosen[k][variant]), "label_reference": at(reference[k], chosen[k][variant])}
-            for k, r in blend.items() if k in chosen]
+            for k, r in swept.items() if k in chosen]
 
 
 def main() -> None:
@@ -98,6 +121,7 @@ def main() -> None:
     parser.add_argument("--read", nargs="+", required=True, metavar="PATH", help="decide_default.py --json files (their sweeps)")
     parser.add_argument("--worlds", default="image,audio,real")
     parser.add_argument("--max-cells", type=int, default=20)
+    parser.add_argument("--space", default="blend", help="the descriptor space whose closed form the rules fold (its sweep is read)")
     args = parser.parse_args()
     import decide_default
 
@@ -109,12 +133,12 @@ def main() -> None:
     with caching():
         for w in worlds:
             for run in runs[w]:
-                chosen = strengths(w, run["seed"], args.max_cells)
-                run["points"] = {f"{SPACE}/{v}": estimated(run["sweep"], chosen, v) for v in VARIANTS}
+                chosen = strengths(w, run["seed"], args.max_cells, args.space)
+                run["points"] = {f"{args.space}/{v}": estimated(run["sweep"], chosen, v, args.space) for v in VARIANTS}
                 print(f"{w} seed {run['seed']}: median strength " + ", ".join(
                     f"{v} {np.median([c[v] for c in chosen.values()]):.2f}" for v in VARIANTS), flush=True)
-    table = {w: {f"{SPACE}/{v}": decide_default.judge(w, runs[w], f"{SPACE}/{v}") for v in VARIANTS} for w in worlds}
-    print("\nEstimated (interpolated on the blend sweeps), cells pooled over seeds " + ", ".join(str(r["seed"]) for r in runs[worlds[0]]) + ":\n")
+    table = {w: {f"{args.space}/{v}": decide_default.judge(w, runs[w], f"{args.space}/{v}") for v in VARIANTS} for w in worlds}
+    print(f"\nEstimated (interpolated on the {args.space} sweeps), cells pooled over seeds " + ", ".join(str(r["seed"]) for r in runs[worlds[0]]) + ":\n")
     print(decide_default.markdown(table, worlds))
 
 
