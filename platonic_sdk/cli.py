@@ -25,6 +25,7 @@ from .errors import PlatonicError
 from .evaluate.settings import KIND_CHOICES, DEFAULT_METHODS, CellSettings, ExperimentConfig, default
 from .ridge import RIDGE_A, RIDGE_B
 from .spaces import DEFAULT_SPACE, SPACES
+from .strength import FIXED
 from .version import __version__
 from .worlds.registry import world_names
 
@@ -265,8 +266,8 @@ def _workers_option(p: argparse.ArgumentParser) -> None:
 
 def _strength_rule_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strength-rule", metavar="RULE",
-                   help="choose each closed-form cell's strength without labels instead of the fixed strengths: auto (the default "
-                        "rule) or a rule's name (docs/method.md sec. 17)")
+                   help="how each closed-form cell's strength is chosen without labels: auto (the default rule, the default), a rule's "
+                        "name, or fixed: the fixed strengths (docs/method.md sec. 17)")
 
 
 def _kind_options(p: argparse.ArgumentParser) -> None:
@@ -279,7 +280,8 @@ def _kind_options(p: argparse.ArgumentParser) -> None:
 
 
 # what --paper stands for: the paper's exact method (CellSettings.paper), as the flags that set it
-PAPER_FLAGS = {"space": "affinity", "centre": "none", "anchor": "none", "addition_strength": 0.5, "negation_strength": 1.0}
+PAPER_FLAGS = {"space": "affinity", "centre": "none", "anchor": "none", "addition_strength": 0.5, "negation_strength": 1.0,
+               "strength_rule": FIXED}
 
 
 def _paper_option(p: argparse.ArgumentParser) -> None:
@@ -292,7 +294,7 @@ def apply_paper(args: argparse.Namespace) -> None:
     """--paper: set the flags of the paper's method (PAPER_FLAGS), refused beside any of them given."""
     if not getattr(args, "paper", False):
         return
-    given = [f"--{k.replace('_', '-')}" for k in (*PAPER_FLAGS, "strength_rule") if getattr(args, k, None) is not None]
+    given = [f"--{k.replace('_', '-')}" for k in PAPER_FLAGS if getattr(args, k, None) is not None]
     if given:
         raise PlatonicError(f"--paper sets the paper's method itself: drop {', '.join(given)}")
     for key, value in PAPER_FLAGS.items():

@@ -5,12 +5,13 @@ import pytest
 from platonic_sdk.evaluate import accuracy
 from platonic_sdk.evaluate.cells import addition_cells
 from platonic_sdk.evaluate.methods import evaluate_cell
+from platonic_sdk.evaluate.settings import CellSettings
 from platonic_sdk.edits.edit import OperatorEdit
 
 
 def assert_closed_form_cell_is_the_folded_model(ws) -> None:
     cell = addition_cells(ws)[0]
-    record = evaluate_cell(ws, cell)
+    record = evaluate_cell(ws, cell, CellSettings(strength_rule="fixed"))  # the fold at the fixed 0.5 (the rule's strength: test_strength)
     target = ws.models[cell.target]
     A = sum(ws.operator(cell.target, s, t) for s, t in zip(cell.sources, cell.tasks))
     with OperatorEdit(A, 0.5, target.last_affine().kind, {}).applied_to(target):

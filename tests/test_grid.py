@@ -8,6 +8,7 @@ import functools
 import math
 from collections import Counter
 
+import attrs
 import numpy as np
 import pytest
 import torch
@@ -72,7 +73,7 @@ def test_groups_with_a_same_architecture_pair(ws):
 
 def test_cell_numbers_equal_real_folded_models(ws, models, tasks):
     cell = next(c for c in addition_cells(ws) if c.target == "siglip")
-    settings = CellSettings(addition_strength=0.7)
+    settings = CellSettings(addition_strength=0.7, strength_rule="fixed")
     record = evaluate_cell(ws, cell, settings)
     target = models["siglip"]
     bank = ps.OperatorBank(target, ws.ridge_a, ws.ridge_b)
@@ -103,7 +104,7 @@ def test_cell_numbers_equal_real_folded_models(ws, models, tasks):
     assert set(record["results"]) == {"zero_shot", "random_utd", "single_a", "single_b", "closed_form", "oracle", "label_reference",
                                       "alignment", "alignment_lstsq"}
     # centred addition: the closed form folds the operator of the row-centred descriptors
-    centred = evaluate_cell(ws, cell, CellSettings(addition_strength=0.7, centre=("addition",)), ["closed_form"])
+    centred = evaluate_cell(ws, cell, attrs.evolve(settings, centre=("addition",)), ["closed_form"])
     with bank.edit(descriptors[0] + descriptors[1], settings.addition_strength, centre=True).applied_to(target):
         folded = {n: accuracy(target, tasks[n]) for n in names}
     assert centred["results"]["closed_form"] == pytest.approx(folded, abs=1e-6)
@@ -137,7 +138,7 @@ def test_negation_cells_anchor_the_tasks_that_read_other_attributes(ws, models, 
     anchors = [tasks[t].grid(ws.per_class, ws.grid_seed) for t in ("small_shapes", "fine_patterns")]
     names = ["amber_shapes", CONTROL]
     results = []
-    for settings, held in ((CellSettings(), anchors), (CellSettings(anchor=()), [])):
+    for settings, held in ((CellSettings(strength_rule="fixed"), anchors), (CellSettings(anchor=(), strength_rule="fixed"), [])):
         results.append(evaluate_cell(ws, cell, settings, ["closed_form"])["results"]["closed_form"])
         with bank.edit(-descriptor, settings.negation_strength, centre=True, anchors=held).applied_to(target):
             folded = {n: accuracy(target, tasks[n]) for n in names}
@@ -145,7 +146,7 @@ def test_negation_cells_anchor_the_tasks_that_read_other_attributes(ws, models, 
     assert results[0] != results[1]  # the anchors change the edit
     # an anchored addition: each term's solve holds the other attributes' probes, the other term's among them
     cell = next(c for c in addition_cells(ws) if c.target == "siglip" and set(c.tasks) == {"amber_shapes", "small_shapes"})
-    record = evaluate_cell(ws, cell, CellSettings(addition_strength=0.7, anchor=("addition",)), ["closed_form"])
+    record = evaluate_cell(ws, cell, CellSettings(addition_strength=0.7, anchor=("addition",), strength_rule="fixed"), ["closed_form"])
     A = 0
     for source, task in zip(cell.sources, cell.tasks):
         grid = tasks[task].grid(ws.per_class, ws.grid_seed)

@@ -11,6 +11,7 @@ from platonic_sdk.cli_values import kind_options
 from platonic_sdk.demo import demo_config
 from platonic_sdk.evaluate.settings import CellSettings
 from platonic_sdk.spaces import DEFAULT_SPACE
+from platonic_sdk.strength import DEFAULT_STRENGTH_RULE, FIXED
 from platonic_sdk.worlds.registry import world_spec
 
 from test_cli_errors import refused
@@ -25,6 +26,8 @@ def test_the_python_preset_is_the_papers_method():
     assert paper.lora == {"lr": 1e-3} and paper.seed == 3
     default = CellSettings()
     assert default.space == DEFAULT_SPACE and default.centre and default.anchor and default != CellSettings.paper()  # centring, anchors
+    assert default.strength_rule == DEFAULT_STRENGTH_RULE  # the default pair (method page sec. 15.1, round 3)
+    assert CellSettings(strength_rule=FIXED).strength_rule is None and CellSettings(strength_rule=None).strength_rule is None
 
 
 def _args(*argv: str):
@@ -36,7 +39,7 @@ def _args(*argv: str):
 def test_paper_on_the_grid_is_the_flags_it_stands_for():
     paper = vars(_args("grid", "--paper", "--out", "run"))
     spelled = vars(_args("grid", "--space", "affinity", "--centre", "none", "--anchor", "none", "--addition-strength", "0.5",
-                         "--negation-strength", "1.0", "--out", "run"))
+                         "--negation-strength", "1.0", "--strength-rule", "fixed", "--out", "run"))
     assert paper.pop("paper") and not spelled.pop("paper")
     assert paper == spelled
 
@@ -50,9 +53,10 @@ def test_paper_on_the_demo_runs_the_preset_with_the_worlds_recipe():
     spaced = _args("demo", "--space", "probability")
     assert demo_config("image", **kind_options(spaced), space=spaced.space).settings == attrs.evolve(
         demo_config("image").settings, space="probability")
-    ruled = _args("demo", "--space", "blend", "--strength-rule", "auto")  # the setting that kept every control limit (method page sec. 15.1)
-    assert demo_config("image", **kind_options(ruled), space=ruled.space, strength_rule=ruled.strength_rule).settings == attrs.evolve(
-        demo_config("image").settings, space="blend", strength_rule="least_squares_off_task")
+    fixed = _args("demo", "--space", "affinity", "--strength-rule", "fixed")  # the paper's descriptor at the fixed strengths
+    assert demo_config("image", **kind_options(fixed), space=fixed.space, strength_rule=fixed.strength_rule).settings == attrs.evolve(
+        demo_config("image").settings, space="affinity", strength_rule=None)
+    assert demo_config("image").settings.strength_rule == DEFAULT_STRENGTH_RULE
 
 
 @pytest.mark.parametrize("command,flag", [("demo", ("--space", "blend")), ("demo", ("--centre", "all")),
@@ -83,4 +87,4 @@ def test_the_pages_name_the_default_space_and_the_paper_switch():
     for page in ("README.md", "docs/user_guide.md"):
         flat = " ".join((root / page).read_text().split())
         assert re.search(rf"`{DEFAULT_SPACE}`( space)? \(`platonic_sdk\.spaces\.DEFAULT_SPACE`", flat), page
-        assert "--paper" in flat and "CellSettings.paper()" in flat and 'space="affinity"' in flat, page
+        assert "--paper" in flat and "CellSettings.paper()" in flat and 'space="affinity"' in flat and "--strength-rule fixed" in flat, page

@@ -141,9 +141,9 @@ def test_a_world_grid_takes_the_worlds_strengths_and_a_strength_rule(monkeypatch
     tuned = attrs.evolve(spec.settings(), addition_strength=0.7, negation_strength=1.3)
     monkeypatch.setattr(plan, "world_spec", lambda name: _Spec(spec, tuned))
     config = Experiment.from_config(MAPPING).config
-    assert (config.settings.addition_strength, config.settings.negation_strength, config.settings.strength_rule) == (0.7, 1.3, None)
-    given = Experiment.from_config({**MAPPING, "addition_strength": 0.4, "strength_rule": "auto"}).config.settings
-    assert (given.addition_strength, given.negation_strength, given.strength_rule) == (0.4, 1.3, DEFAULT_STRENGTH_RULE)
+    assert (config.settings.addition_strength, config.settings.negation_strength, config.settings.strength_rule) == (0.7, 1.3, DEFAULT_STRENGTH_RULE)
+    given = Experiment.from_config({**MAPPING, "addition_strength": 0.4, "strength_rule": "fixed"}).config.settings
+    assert (given.addition_strength, given.negation_strength, given.strength_rule) == (0.4, 1.3, None)
     args = cli.parse(cli.build_parser(), [*ARGV, "--strength-rule", "auto"])
     assert grid_settings(args) == GridSettings.from_mapping({**MAPPING, "strength_rule": "auto"}).checked()
 

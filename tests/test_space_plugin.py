@@ -86,7 +86,7 @@ def test_plugin_space_runs_a_small_grid(tmp_path):
     the plug-in descriptors, solved on the target's bank from the fine-tunes' probe rows."""
     ws = build_workspace()
     config = ExperimentConfig(cells=selections(("addition",), max_cells=2), methods=("zero_shot", "closed_form"),
-                              settings=CellSettings(space=NAME), sweep_cells=1, sweep_strengths=(0.5,), accumulation=False,
+                              settings=CellSettings(space=NAME, strength_rule="fixed"), sweep_cells=1, sweep_strengths=(0.5,), accumulation=False,
                               guarantee=False, similarity=False)
     records: list[dict] = []
     run_experiment(ws, tmp_path / "run", config, on_record=records.append)

@@ -244,7 +244,7 @@ def test_cell_methods_follow_the_settings_space(ws):
 def test_settings_check_the_space():
     with pytest.raises(PlatonicError, match="unknown descriptor space 'logits'"):
         CellSettings(space="logits")
-    assert CellSettings().space == DEFAULT_SPACE == "affinity" and CellSettings().as_dict()["space"] == "affinity"
+    assert CellSettings().space == DEFAULT_SPACE == "blend" and CellSettings().as_dict()["space"] == "blend"
     ExperimentConfig(methods=("closed_form_probability", "closed_form_confidence", "alignment", "alignment_lstsq"))
     assert method("closed_form_pseudo_label").label == "closed form, pseudo-label descriptors"
 

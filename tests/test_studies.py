@@ -81,7 +81,7 @@ def test_strength_sweep_matches_each_method_at_each_strength(ws):
     cells = addition_cells(ws)[:2] + negation_cells(ws)[:2]
     methods = ("closed_form", "closed_form_affinity", "random_utd", "oracle", "label_reference", "single_a")
     sweep = studies.strength_sweep(ws, cells, strengths=(0.0, 0.5, 1.0), methods=methods)
-    at = {c: {cell.key: evaluate_cell(ws, cell, CellSettings(addition_strength=c, negation_strength=c), methods=("zero_shot", *methods))
+    at = {c: {cell.key: evaluate_cell(ws, cell, CellSettings(addition_strength=c, negation_strength=c, strength_rule="fixed"), methods=("zero_shot", *methods))
               for cell in cells} for c in (0.5, 1.0)}
     assert {(r["key"], r["method"]) for r in sweep} == {(c.key, m) for c in cells for m in methods if m != "single_a" or c.kind == "addition"}
     for r in sweep:

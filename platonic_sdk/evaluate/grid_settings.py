@@ -11,7 +11,7 @@ import attrs
 
 from ..data.specs import TaskOptions
 from ..errors import PlatonicError
-from ..strength import check_strength_rule
+from ..strength import rule_or_fixed
 from ..worlds.registry import checked_world
 from .registry import method_name
 from .settings import KINDS
@@ -113,8 +113,7 @@ class GridSettings:
         names a setting in the caller's words."""
         for name in [*(self.methods or ()), *self.method_cells]:
             method_name(name)
-        if self.strength_rule is not None:
-            check_strength_rule(self.strength_rule)
+        rule_or_fixed(self.strength_rule)
         if self.benchmark:
             from ..data.benchmark import benchmark_name  # numpy and the dataset readers: only for a benchmark
 

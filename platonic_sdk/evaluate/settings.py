@@ -8,7 +8,7 @@ import attrs
 
 from ..errors import PlatonicError, check_strength
 from ..spaces import DEFAULT_SPACE, SPACES, check_space
-from ..strength import check_strength_rule
+from ..strength import DEFAULT_STRENGTH_RULE, rule_or_fixed
 from .registry import method
 
 KINDS = ("addition", "negation")
@@ -44,7 +44,7 @@ class CellSettings:
     the kinds whose solves hold the probes of the transfer tasks that read other attributes in place
     (Workspace.anchor_tasks; OperatorBank.operator's anchors); `space` is the descriptor space every
     descriptor-transferring method and study reads (spaces.SPACES; docs/method.md sec. 15); `strength_rule`
-    (None: the fixed strengths) is the rule with which the closed-form cell methods (closed_form,
+    (default: the default rule, "auto"; None or "fixed": the fixed strengths) is the rule with which the closed-form cell methods (closed_form,
     closed_form_<space>) choose each cell's strength from the target, the cell's descriptors and the other
     transfer tasks' unlabelled probes instead of addition_strength / negation_strength (strength.strength_rule;
     "auto" is recorded as the default rule's name; docs/method.md sec. 17). Every other method keeps the fixed
@@ -58,7 +58,7 @@ class CellSettings:
     centre: tuple[str, ...] = attrs.field(default=DEFAULT_CENTRE, converter=tuple, validator=_cell_kinds)
     anchor: tuple[str, ...] = attrs.field(default=DEFAULT_ANCHOR, converter=tuple, validator=_cell_kinds)
     space: str = attrs.field(default=DEFAULT_SPACE, converter=check_space)
-    strength_rule: str | None = attrs.field(default=None, converter=attrs.converters.optional(check_strength_rule))
+    strength_rule: str | None = attrs.field(default=DEFAULT_STRENGTH_RULE, converter=rule_or_fixed)
 
     @classmethod
     def paper(cls, lora: Mapping[str, Any] | None = None, seed: int = 0) -> "CellSettings":

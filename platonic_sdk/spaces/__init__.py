@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 DescriptorFn = Callable[["Tensor", "Tensor", "Tensor", "float | None"], "Tensor"]
 
 SPACES = ("affinity", "probability", "pseudo_label", "confidence", "blend")  # the built-in spaces, one module each
-DEFAULT_SPACE = "affinity"  # the paper's; chosen by the protocol of docs/method.md sec. 15.1 (0.1.0: blend)
+DEFAULT_SPACE = "blend"  # with the default strength rule, chosen by the protocol of docs/method.md sec. 15.1, round 3 (0.2.0: affinity)
 
 
 @attrs.frozen

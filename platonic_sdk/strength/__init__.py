@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 STRENGTH_RULES = ("least_squares", "least_squares_off_task", "prediction_share")  # the built-in rules, one module each
 DEFAULT_STRENGTH_RULE = "least_squares_off_task"  # what strength="auto" runs (docs/method.md sec. 17)
 AUTO = "auto"
+FIXED = "fixed"  # where a rule may be named: no rule, the fixed strengths
 
 
 @attrs.frozen(eq=False)
@@ -81,6 +82,11 @@ def check_strength_rule(value: object) -> str:
     if not isinstance(value, str):
         raise PlatonicError(f"a strength rule is named by a string, got {value!r}; the rules are {AUTO}, {', '.join(strength_rule_names())}")
     return DEFAULT_STRENGTH_RULE if value == AUTO else _REGISTRY.check(value, note=f" (or {AUTO!r}: {DEFAULT_STRENGTH_RULE})")
+
+
+def rule_or_fixed(value: object) -> str | None:
+    """check_strength_rule's rule, or None for FIXED or None (the fixed strengths)."""
+    return None if value is None or value == FIXED else check_strength_rule(value)
 
 
 def strength_rule(name: str) -> StrengthRule:
