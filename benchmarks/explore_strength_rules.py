@@ -1,10 +1,12 @@
 """Variants of the off-task strength rule on the default's development seeds, estimated (method page sec. 15.1,
-round 2): each variant's strength is computed exactly per cell on the replicate's workspace; the cell's accuracies
-at that strength are interpolated on its blend sweep from an earlier `decide_default.py --json` run. An estimate,
-not a measurement: the protocol measures its candidates exactly. It runs low where a rule chooses more than the
-sweep's last strength (2: read there), and it reads the labelled reference at the variant's strength, not at the
-strength the rule gives the reference's own descriptor, so criterion 3's per-task share is only indicative. The variants are strength-rule plug-ins
-(`register_strength_rule`); the round-1 rule is `least_squares_off_task`:
+rounds 2 and 3): each variant's strength is computed exactly per cell on the replicate's workspace; the cell's
+accuracies at that strength are interpolated on its sweep in `--space` (blend by default) from an earlier
+`decide_default.py --json` run. An estimate, not a measurement: the protocol measures its candidates exactly. It runs
+low where a rule chooses more than the sweep's last strength (2: read there), and it reads the labelled reference at
+the variant's strength, not at the strength the rule gives the reference's own descriptor, so criterion 3's per-task
+share is only indicative. The variants are strength-rule plug-ins (`register_strength_rule`) beside the built-in
+`least_squares` (the task-only fit: what "auto" reads on a bank that holds no grid outside the edit) and
+`least_squares_off_task` (the default rule):
 
     centred_off_task   the fit reads only row-centred changes and descriptors (what an argmax sees)
     balanced_off_task  the other grids' penalty averaged over them, times the task's grids (a bigger bank lowers nothing)
@@ -29,12 +31,13 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-VARIANTS = ("least_squares_off_task", "centred_off_task", "balanced_off_task", "leak_off_task", "leak_budget", "other_prompts_off_task")
+VARIANTS = ("least_squares", "least_squares_off_task", "centred_off_task", "balanced_off_task", "leak_off_task", "leak_budget", "other_prompts_off_task")
 LEAKS = ("leak_off_task", "leak_budget")  # rules that read the source's change on the other grids
 
 
 def register_variants() -> None:
-    """The three variants as strength rules: c = sum_T w <dU, U> / (sum_T w ||dU||^2 + penalty), as least_squares_off_task."""
+    """The variants as strength rules: c = sum_T w <dU, U> / (sum_T w ||dU||^2 + penalty), as least_squares_off_task
+    (leak_budget: the task-only fit, capped)."""
     import torch
 
     from platonic_sdk.strength import StrengthRule, register_strength_rule
