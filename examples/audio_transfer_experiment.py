@@ -17,9 +17,11 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import platonic_sdk as ps  # noqa: E402
+from platonic_sdk.cli_values import strength_or_rule  # noqa: E402
 from platonic_sdk.evaluate.experiment import run_experiment  # noqa: E402
-from platonic_sdk.evaluate.settings import CellSettings, ExperimentConfig, default  # noqa: E402
+from platonic_sdk.evaluate.settings import CellSettings, ExperimentConfig  # noqa: E402
 from platonic_sdk.evaluate.workspace import Workspace, zoo_workspace  # noqa: E402
+from platonic_sdk.strength import AUTO  # noqa: E402
 from platonic_sdk.worlds.audio import AudioWorld  # noqa: E402
 from platonic_sdk.worlds.registry import world_spec  # noqa: E402
 
@@ -40,7 +42,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ci", action="store_true", help="tiny random models and a tiny world (seconds)")
     parser.add_argument("--out", default="out/audio_experiment", help="output folder (report.md, figures/)")
-    parser.add_argument("--strength", type=float, default=default(CellSettings, "addition_strength"), help="strength on addition cells")
+    parser.add_argument("--strength", type=strength_or_rule, default=AUTO,
+                        help="strength on addition cells: a number, or a strength rule that chooses it per cell without labels (auto, the default)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: the study is many small products)")
     args = parser.parse_args()
     import torch
@@ -50,7 +53,8 @@ def main() -> None:
     world = AudioWorld(train_per_class=3, test_per_class=2) if args.ci else AudioWorld()
     # the shipped zoo runs with the audio world's tuned settings (ridges), as `platonic grid --world audio` does
     ws = tiny(world, list(world.trio[:2])) if args.ci else zoo_workspace("audio")[0]
-    config = ExperimentConfig(settings=CellSettings(addition_strength=args.strength), held_out=tuple(world.trio),
+    chosen = {"strength_rule": args.strength} if isinstance(args.strength, str) else {"addition_strength": args.strength, "strength_rule": "fixed"}
+    config = ExperimentConfig(settings=CellSettings(**chosen), held_out=tuple(world.trio),
                               **({"sweep_strengths": (0.0, 0.5, 1.0)} if args.ci else {}))
     summary = run_experiment(ws, args.out, config, {"world": "audio", "seed": world.seed, "example": "audio_transfer_experiment"},
                              progress=True)

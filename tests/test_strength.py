@@ -97,9 +97,10 @@ def test_rule_names_are_checked():
         check_strength_rule("least_square")
     with pytest.raises(PlatonicError, match="'auto' names the default rule"):
         register_strength_rule(StrengthRule("auto", lambda A, task, others: 1.0))
-    with pytest.raises(PlatonicError, match="unknown strength rule"):
+    with pytest.raises(PlatonicError, match="unknown strength rule 'bogus'.*or 'fixed': the fixed strengths"):
         CellSettings(strength_rule="bogus")
-    assert CellSettings(strength_rule="auto").strength_rule == DEFAULT_STRENGTH_RULE
+    assert CellSettings(strength_rule="auto").strength_rule == DEFAULT_STRENGTH_RULE == CellSettings().strength_rule
+    assert CellSettings(strength_rule="fixed").strength_rule is None  # where a rule may be named, "fixed" is none
 
 
 # ---------------------------------------------------------------- through the bank, the edit file and the CLI

@@ -85,8 +85,12 @@ def check_strength_rule(value: object) -> str:
 
 
 def rule_or_fixed(value: object) -> str | None:
-    """check_strength_rule's rule, or None for FIXED or None (the fixed strengths)."""
-    return None if value is None or value == FIXED else check_strength_rule(value)
+    """check_strength_rule's rule, or None for FIXED or None (the fixed strengths); an unknown name's error names FIXED too."""
+    if value is None or value == FIXED:
+        return None
+    if isinstance(value, str) and value != AUTO:
+        return _REGISTRY.check(value, note=f" (or {AUTO!r}: {DEFAULT_STRENGTH_RULE}; or {FIXED!r}: the fixed strengths)")
+    return check_strength_rule(value)
 
 
 def strength_rule(name: str) -> StrengthRule:
