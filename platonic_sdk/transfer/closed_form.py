@@ -166,7 +166,10 @@ class OperatorBank:
         `strength` is a number, or a strength rule that chooses it from the target, the descriptor and the
         probes of this bank's other grids (`"auto"`: the default rule, strength.DEFAULT_STRENGTH_RULE;
         or a rule's name; `chosen_strength`). The edit's meta then records `strength_rule`: the rule, the
-        strength it chose and the grids it read."""
+        strength it chose and the grids it read. The default rule weighs what the edit does to the other grids'
+        probes: add the grids of tasks the edit should leave alone first; on a bank holding only the edit's
+        grids it is the task-only fit, which overshoots (docs/method.md sec. 17). The default 0.5 is fixed
+        for that reason, where experiments, which hold every transfer task's grid, default to "auto"."""
         chosen = fixed_or_rule(strength)
         composition = Composition.of(descriptor)
         anchors = anchor_grids(composition.by_grid(), anchors)
