@@ -301,15 +301,23 @@ def _method_rows(entry: dict[str, Any], kind: str, controls: Sequence[str], spac
              *([percent(reference_share(entry, m, kind))] if shares else []), entry[m]["cells"]] for m in names]
 
 
-def cells_section(summary: dict[str, Any], kind: str, group: str, strength: float, space: str | None = None) -> str:
-    """A kind and group's table of methods; the closed form is named by the run's descriptor `space`."""
+def strength_words(strength: float, rule: str | None = None) -> str:
+    """"strength 0.5", and where a strength rule chose the closed form's and the labelled reference's, which rule."""
+    return f"strength {strength:g}" + (f"; the closed form and the labelled reference at the strength rule {rule} chose per cell"
+                                       if rule else "")
+
+
+def cells_section(summary: dict[str, Any], kind: str, group: str, strength: float, space: str | None = None,
+                  rule: str | None = None) -> str:
+    """A kind and group's table of methods; the closed form is named by the run's descriptor `space`, and the
+    heading says which strength rule, if any, chose the closed form's strengths (`rule`)."""
     entry = summary[group_key(kind, group)]
     controls = list(dict.fromkeys(c for m in entry.values() if isinstance(m, dict) for c in m["controls"]))
     title = "Two-task addition" if kind == "addition" else "Negation"
     chosen = [f"{METHODS[m].label if m in METHODS else m} {v['strength']:.2f}" for m, v in entry.items() if isinstance(v, dict) and "strength" in v]
     shares = {"label_reference", "zero_shot"} <= set(entry)
     moved = "gain on tasks A and B" if kind == "addition" else "removed-task drop"
-    return (f"## {title}, {group}, strength {strength:g} ({plural(entry['cells'], 'cell')})\n\n"
+    return (f"## {title}, {group}, {strength_words(strength, rule)} ({plural(entry['cells'], 'cell')})\n\n"
             + table(["method", *(SLOT_NAMES[s] for s in SLOTS[kind]), *controls, "control mean",
                      *(["share of labelled reference"] if shares else []), "cells"], _method_rows(entry, kind, controls, space))
             + (f"\n\nShare of labelled reference: each method's {moved} over the labelled reference's (same cells' zero-shot)."
@@ -323,7 +331,7 @@ def same_cells_sections(summary: dict[str, Any], strengths: Mapping[str, str], s
         for key, entry in by_key.items():
             kind = key.split("_")[0]
             label = METHODS[name].label if name in METHODS else name
-            out.append(f"## {label} vs closed form on the same {key.replace('_', ' ')} cells ({plural(entry['cells'], 'cell')}, both at "
+            out.append(f"## {label} vs closed form on the same {key.replace('_', ' ')} cells ({plural(entry['cells'], 'cell')}, "
                        f"{strengths[kind]})\n\n" + table(["method", *(SLOT_NAMES[s] for s in SLOTS[kind]), "control"],
                                                          [[method_label(m, space), *(entry[m][s] for s in (*SLOTS[kind], "control"))]
                                                           for m in ("zero_shot", "closed_form", name) if m in entry]))
@@ -516,7 +524,8 @@ def render(summary: dict[str, Any], title: str = "platonic grid", studies: Mappi
     studies = studies or summary.get("studies", {})
     config = summary["config"]
     settings = config["settings"]
-    strengths = {kind: f"strength {settings[f'{kind}_strength']:g}" for kind in ("addition", "negation")}
+    rule = settings.get("strength_rule")
+    strengths = {kind: strength_words(settings[f"{kind}_strength"], rule) for kind in ("addition", "negation")}
     flat = {**config.get("describe", {}), **{k: v for k, v in config.items() if k not in ("describe", "settings", "cells")},
             **{k: v for k, v in settings.items() if k != "lora"}, **{f"lora {k}": v for k, v in settings["lora"].items()},
             "cells": "; ".join(f"{c['kind']} {c['group']}" + (f" (at most {c['max_cells']})" if c["max_cells"] is not None else "")
@@ -527,7 +536,7 @@ def render(summary: dict[str, Any], title: str = "platonic grid", studies: Mappi
         parts.append(similarity_section(summary))
     for kind, group in ORDER:
         if group_key(kind, group) in summary:
-            parts.append(cells_section(summary, kind, group, settings[f"{kind}_strength"], settings.get("space"))
+            parts.append(cells_section(summary, kind, group, settings[f"{kind}_strength"], settings.get("space"), rule)
                          + (_said(summary, kind) if group == "cross-family" else "")
                          + (_figure(summary, "scatter") if kind == "addition" and group == "cross-family" else ""))
     parts += same_cells_sections(summary, strengths, settings.get("space"))
