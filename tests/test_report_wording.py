@@ -79,8 +79,8 @@ def test_counts_are_singular_or_plural_as_they_should_be():
     assert "strength 0.5 (1 cell)\n" in report.cells_section(s, "addition", "cross-family", 0.5)
     assert "(2 cells)" in report.cells_section(s, "negation", "cross-family", 1.0)
     ruled = report.cells_section(s, "addition", "cross-family", 0.5, rule="least_squares_off_task").splitlines()[0]
-    assert ruled == ("## Two-task addition, cross-family, strength 0.5; the closed form and the labelled reference at the strength "
-                     "rule least_squares_off_task chose per cell (1 cell)")  # the default settings' heading: 0.5 is the other methods'
+    assert ruled == ("## Two-task addition, cross-family, strength 0.5; the closed form, the oracle and the labelled reference at "
+                     "the strength rule least_squares_off_task chose per cell (1 cell)")  # the default settings' heading: 0.5 is the other methods'
     held = {"related": ["a", "b"], "task": "c", "records": 1, "zero_shot": 50.0, "closed_form": 55.0, "control_zero_shot": 70.0,
             "control_closed_form": 69.0, "per_target": {"clip": {"zero_shot": 50.0, "closed_form": 55.0}}}
     assert "1 target x source pair)" in report.held_out_section(held)

@@ -213,7 +213,7 @@ def ws():
 def test_cell_methods_ask_the_rule(ws):
     """closed_form under settings' strength_rule folds the cell's operator at the bank's chosen strength, reading
     the other transfer tasks' grids (on the negation cell: the brute force's strength); closed_form_strength_<rule>
-    equals it whatever the settings say."""
+    equals it whatever the settings say; the oracle folds its own operator at the strength the rule gives its own descriptors."""
     cells = [next(c for c in addition_cells(ws) if c.target == "siglip"), next(c for c in negation_cells(ws) if c.target == "wide")]
     names = ["closed_form", "closed_form_strength_least_squares_off_task"]
     settings = CellSettings(strength_rule="auto")
@@ -235,3 +235,11 @@ def test_cell_methods_ask_the_rule(ws):
             grid_id = ws.grid(cell.tasks[0]).identity
             target = (composition.centred() if centre else composition).by_grid()[grid_id][1]
             assert c == pytest.approx(_brute_force(bank, A, target, grid_id, [g.identity for g in others]), abs=1e-4)
+        # the oracle: the same rule for the target's own descriptors and their operators
+        own = sign * sum(ws.operator(cell.target, cell.target, t, centre, ws.anchor_tasks([t]) if settings.anchors(cell.kind) else (),
+                                     settings.space) for t in cell.tasks)
+        mine = [sign * ws.descriptor(cell.target, t, settings.space) for t in cell.tasks]
+        mine = sum(mine[1:], mine[0])
+        c_own = bank.chosen_strength(mine, own, "auto", centre, others)
+        assert c_own != pytest.approx(0.5) and c_own != pytest.approx(c)
+        assert evaluate_cell(ws, cell, settings, ["oracle"])["results"]["oracle"] == ws.accuracies(cell.target, eval_names(ws, cell), own, c_own)

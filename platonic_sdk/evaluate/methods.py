@@ -12,7 +12,8 @@ label_reference (label_reference.py: the closed form fed probe-label descriptors
 Settings' `centre` kinds transfer row-centred descriptors in every solving method, and its `space` is the
 descriptor space they transfer (docs/method.md sec. 15); closed_form_<space> runs the closed form in one space
 whatever the settings say (closed_form_affinity, _probability, _pseudo_label, _confidence). Settings' `strength_rule`
-has the closed form choose each cell's strength without labels (cells.rule_folded; docs/method.md sec. 17), and
+has the closed form, the oracle and the labelled reference each choose the cell's strength for their own
+descriptors without labels (cells.rule_folded; docs/method.md sec. 17), and
 closed_form_strength_<rule> runs it at one rule's strength whatever the settings say. alignment /
 alignment_lstsq (alignment.py): the representation-alignment baseline, a Procrustes or least-squares map of the
 probe embeddings carrying the source's embedding change (docs/method.md sec. 16).
@@ -87,9 +88,12 @@ def single(term: int) -> MethodFn:
 
 
 def oracle(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float] | None:
+    """The closed form fed the target's own descriptors, at the cell's strength as the closed form's (under a strength
+    rule: the strength the rule chooses for those descriptors); None where the target has no fine-tune of a task."""
     if not all((cell.target, task) in ws.finetuned for task in cell.tasks):
         return None
-    return folded(ws, cell, settings, [ws.operator(cell.target, cell.target, t, **cell_solve(ws, cell, settings, t)) for t in cell.tasks])
+    return rule_folded(ws, cell, settings, [ws.operator(cell.target, cell.target, t, **cell_solve(ws, cell, settings, t)) for t in cell.tasks],
+                       [ws.descriptor(cell.target, t, settings.space) for t in cell.tasks])
 
 
 def lora(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:

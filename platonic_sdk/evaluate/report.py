@@ -302,9 +302,9 @@ def _method_rows(entry: dict[str, Any], kind: str, controls: Sequence[str], spac
 
 
 def strength_words(strength: float, rule: str | None = None) -> str:
-    """"strength 0.5", and where a strength rule chose the closed form's and the labelled reference's, which rule."""
-    return f"strength {strength:g}" + (f"; the closed form and the labelled reference at the strength rule {rule} chose per cell"
-                                       if rule else "")
+    """"strength 0.5", and where a strength rule chose the closed form's, the oracle's and the labelled reference's, which rule."""
+    return f"strength {strength:g}" + (f"; the closed form, the oracle and the labelled reference at the strength rule {rule} "
+                                       "chose per cell" if rule else "")
 
 
 def cells_section(summary: dict[str, Any], kind: str, group: str, strength: float, space: str | None = None,
