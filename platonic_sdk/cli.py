@@ -211,7 +211,8 @@ def build_parser() -> Parser:
     p.add_argument("--method-cells", action="append", metavar="NAME=N", help="cap a method's cells per kind and group (N or all; lora: 8)")
     for kind in ("addition", "negation", "weight_space"):
         name = f"{kind}_strength"
-        what = "strength of weight-space task vectors" if kind == "weight_space" else f"closed-form strength on {kind} cells"
+        what = ("strength of weight-space task vectors" if kind == "weight_space" else
+                f"fixed strength on {kind} cells (under a strength rule, that of the methods the rule does not choose for)")
         p.add_argument(f"--{name.replace('_', '-')}", type=finite_float, help=f"{what} ({default(CellSettings, name)})")
     _strength_rule_option(p)
     _kind_options(p)

@@ -38,7 +38,8 @@ def test_grid_options_default_to_the_classes_and_the_worlds():
                  "train_per_class", "test_per_class"):
         assert getattr(args, name) is None, name  # None: the classes' (or the world's) value is used
     help_text = " ".join(cli._subparser(cli.build_parser(), "grid").format_help().split())
-    assert f"closed-form strength on addition cells ({attrs.fields(CellSettings).addition_strength.default})" in help_text
+    assert f"fixed strength on addition cells (under a strength rule, that of the methods the rule does not choose for) " \
+           f"({attrs.fields(CellSettings).addition_strength.default})" in help_text
     assert f"({ExperimentConfig().sweep_cells}; 0: all)" in help_text
 
 
