@@ -5,6 +5,7 @@ a cell method, and a rule registered from this file."""
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -154,6 +155,15 @@ def test_bank_edit_auto_records_the_rule_and_its_strength(tiny, tmp_path):
     assert back.strength == edit.strength and back.meta["strength_rule"] == record
 
     assert bank.edit(utd, "least_squares").strength > edit.strength  # the task-only fit ignores the other grid
+    alone = ps.OperatorBank(target, ridge_a=0.1, ridge_b=0.5)  # the edit's own grid only: the rule has nothing to hold
+    alone.add_grid(grids["small_shapes"])
+    with pytest.warns(UserWarning, match="none was given: it chose the strength from the edit's own grids alone"):
+        lone = alone.edit(utd, "auto")
+    assert lone.strength == pytest.approx(alone.edit(utd, "least_squares").strength) and lone.strength > edit.strength
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        bank.edit(utd, "auto")  # other grids given: no warning
+        alone.edit(utd, "least_squares")  # a rule that reads no other grid: none either
     with pytest.raises(PlatonicError, match="strength rule"):
         bank.edit(utd, "bogus")
     with pytest.raises(PlatonicError, match="recorded by the bank itself"):

@@ -52,11 +52,13 @@ RuleFn = Callable[["Tensor", Sequence[ProbeGrid], Sequence[ProbeGrid]], float]
 
 @attrs.frozen
 class StrengthRule:
-    """A strength rule: `choose(A, task, others)` returns the strength at which to fold the operator A."""
+    """A strength rule: `choose(A, task, others)` returns the strength at which to fold the operator A;
+    `reads_others`: whether it weighs the other grids' probes (a bank holding none then gets a warning)."""
 
     name: str
     choose: RuleFn
     summary: str = ""
+    reads_others: bool = True
 
 
 _REGISTRY: NamedRegistry[StrengthRule] = NamedRegistry(

@@ -22,4 +22,5 @@ def least_squares(A: Tensor, task: Sequence[ProbeGrid], others: Sequence[ProbeGr
     return fitted(A, task, ())
 
 
-register_strength_rule(StrengthRule("least_squares", least_squares, "first-order least-squares fit on the task grids alone"))
+register_strength_rule(StrengthRule("least_squares", least_squares, "first-order least-squares fit on the task grids alone",
+                                    reads_others=False))

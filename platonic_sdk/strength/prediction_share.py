@@ -41,4 +41,4 @@ def prediction_share(A: Tensor, task: Sequence[ProbeGrid], others: Sequence[Prob
 
 
 register_strength_rule(StrengthRule("prediction_share", prediction_share,
-                                    "the share of changed task predictions matches the share the descriptor implies"))
+                                    "the share of changed task predictions matches the share the descriptor implies", reads_others=False))

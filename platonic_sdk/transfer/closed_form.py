@@ -11,6 +11,7 @@ change with the anchors' prompts, as in the LoRA route. The solve stays exact (l
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any, Mapping, Sequence
 
 import attrs
@@ -156,7 +157,13 @@ class OperatorBank:
         task = [self.probe_grid(grid_id, target) for grid_id, (_, target) in terms.items()]
         states = [self.add_grid(g) for g in others] if others is not None else list(self._grids.values())
         held = [self.probe_grid(s.grid.identity) for s in states if s.grid.identity not in terms]
-        return check_strength(strength_rule(rule).choose(operator, task, held), f"the strength chosen by rule {rule!r}")
+        chosen = strength_rule(rule)
+        value = check_strength(chosen.choose(operator, task, held), f"the strength chosen by rule {rule!r}")
+        if chosen.reads_others and not held:
+            warnings.warn(f"strength rule {chosen.name} weighs what the edit does to the bank's other grids, and none was given: it "
+                          "chose the strength from the edit's own grids alone, which can overshoot; add the grids of tasks the edit "
+                          "should leave alone (OperatorBank.add_grid; platonic edit: --task) or give a number", stacklevel=3)
+        return value
 
     def edit(self, descriptor: UTD | Composition, strength: float | str = 0.5, centre: bool = False, anchors: Sequence[Grid] = (),
              meta: Mapping[str, Any] | None = None) -> OperatorEdit:
