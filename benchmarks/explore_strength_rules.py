@@ -31,7 +31,8 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-VARIANTS = ("least_squares", "least_squares_off_task", "centred_off_task", "balanced_off_task", "leak_off_task", "leak_budget", "other_prompts_off_task")
+VARIANTS = ("least_squares", "least_squares_off_task", "centred_off_task", "balanced_off_task", "leak_off_task", "leak_budget",
+            "other_prompts_off_task")
 LEAKS = ("leak_off_task", "leak_budget")  # rules that read the source's change on the other grids
 
 
@@ -41,11 +42,10 @@ def register_variants() -> None:
     import torch
 
     from platonic_sdk.strength import StrengthRule, register_strength_rule
-    from platonic_sdk.strength.first_order import targets, unit_change, weighted_inner
+    from platonic_sdk.linalg import unit_rows
+    from platonic_sdk.strength.first_order import fitted, targets, unit_change, weighted_inner
 
     def other_prompts(g, task):  # 1 on the columns of g whose landmark is none of the task grids' landmarks
-        from platonic_sdk.linalg import unit_rows
-
         named = torch.cat([unit_rows(t.landmarks.double()) for t in task])
         return ((unit_rows(g.landmarks.double()) @ named.T).max(dim=1).values < 1 - 1e-6).double()
 
@@ -61,11 +61,9 @@ def register_variants() -> None:
         return max(0.0, aim / energy) if energy > 0 else 0.0
 
     def leak_budget(A, task, others):
-        from platonic_sdk.strength.first_order import fitted
-
         off, leak = [unit_change(A, g) for g in others], [g.target.double() for g in others]
-        energy = weighted_inner(others, off, off)
-        return min(fitted(A, task, ()), (weighted_inner(others, leak, leak) / energy) ** 0.5) if energy > 0 else fitted(A, task, ())
+        energy, alone = weighted_inner(others, off, off), fitted(A, task, ())
+        return min(alone, (weighted_inner(others, leak, leak) / energy) ** 0.5) if energy > 0 else alone
 
     register_strength_rule(StrengthRule("leak_budget", leak_budget), replace=True)
     for name, options in (("centred_off_task", {"centred": True}), ("balanced_off_task", {"balanced": True}), ("leak_off_task", {}),

@@ -45,7 +45,8 @@ def test_label_reference_folds_at_the_rule_strength_of_its_own_descriptors(ws):
     assert c > 0
     fixed = label_reference(ws, cell, CellSettings(space="affinity", addition_strength=c, strength_rule="fixed"))
     assert label_reference(ws, cell, rule) == pytest.approx(fixed, abs=1e-9)
-    assert fixed != pytest.approx(label_reference(ws, cell, CellSettings(space="affinity", strength_rule="fixed")), abs=1e-9)  # the fixed 0.5 differs
+    at_half = label_reference(ws, cell, CellSettings(space="affinity", strength_rule="fixed"))
+    assert fixed != pytest.approx(at_half, abs=1e-9)  # the fixed 0.5 differs
     # the closed form under the same rule reads the transferred descriptors: another strength, so (here) other figures
     transferred = [ws.descriptor(s, t, "affinity").matrix for s, t in zip(cell.sources, cell.tasks)]
     A = sum(ws.operator(cell.target, s, t, space="affinity") for s, t in zip(cell.sources, cell.tasks))

@@ -44,9 +44,9 @@ class CellSettings:
     the kinds whose solves hold the probes of the transfer tasks that read other attributes in place
     (Workspace.anchor_tasks; OperatorBank.operator's anchors); `space` is the descriptor space every
     descriptor-transferring method and study reads (spaces.SPACES; docs/method.md sec. 15); `strength_rule`
-    (default: the default rule, "auto"; None or "fixed": the fixed strengths) is the rule with which the closed-form cell methods (closed_form,
-    closed_form_<space>, the oracle and the labelled reference) choose each cell's strength from the target, the cell's descriptors and the other
-    transfer tasks' unlabelled probes instead of addition_strength / negation_strength (strength.strength_rule;
+    (default: the default rule, "auto"; None or "fixed": the fixed strengths) is the rule with which the
+    closed-form cell methods (closed_form, closed_form_<space>, the oracle and the labelled reference) choose
+    each cell's strength from the target, the cell's descriptors and the other transfer tasks' unlabelled probes instead of addition_strength / negation_strength (strength.strength_rule;
     "auto" is recorded as the default rule's name; docs/method.md sec. 17). Every other method keeps the fixed
     strengths, and the strength sweep fixes each swept one."""
 

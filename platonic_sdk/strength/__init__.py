@@ -81,18 +81,19 @@ def strength_rule_names() -> list[str]:
 
 def check_strength_rule(value: object) -> str:
     """The rule that `value` names ("auto": DEFAULT_STRENGTH_RULE), nothing loaded; else PlatonicError listing them."""
-    if not isinstance(value, str):
-        raise PlatonicError(f"a strength rule is named by a string, got {value!r}; the rules are {AUTO}, {', '.join(strength_rule_names())}")
-    return DEFAULT_STRENGTH_RULE if value == AUTO else _REGISTRY.check(value, note=f" (or {AUTO!r}: {DEFAULT_STRENGTH_RULE})")
+    return _named_rule(value, "")
 
 
 def rule_or_fixed(value: object) -> str | None:
     """check_strength_rule's rule, or None for FIXED or None (the fixed strengths); an unknown name's error names FIXED too."""
-    if value is None or value == FIXED:
-        return None
-    if isinstance(value, str) and value != AUTO:
-        return _REGISTRY.check(value, note=f" (or {AUTO!r}: {DEFAULT_STRENGTH_RULE}; or {FIXED!r}: the fixed strengths)")
-    return check_strength_rule(value)
+    return None if value is None or value == FIXED else _named_rule(value, f"; or {FIXED!r}: the fixed strengths")
+
+
+def _named_rule(value: object, more: str) -> str:
+    """check_strength_rule, its errors' list of alternatives ending with `more`."""
+    if not isinstance(value, str):
+        raise PlatonicError(f"a strength rule is named by a string, got {value!r}; the rules are {AUTO}, {', '.join(strength_rule_names())}")
+    return DEFAULT_STRENGTH_RULE if value == AUTO else _REGISTRY.check(value, note=f" (or {AUTO!r}: {DEFAULT_STRENGTH_RULE}{more})")
 
 
 def strength_rule(name: str) -> StrengthRule:
