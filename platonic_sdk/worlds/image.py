@@ -37,7 +37,6 @@ from .scenes import (
 )
 
 Sampler = Callable[[np.random.Generator, int], Scene]
-CONTROL_TRAIN_PER_CLASS = 4
 DIGIT_TEST_POOL = 600  # handwritten digits reserved for test splits (of 1,797)
 
 
@@ -350,9 +349,9 @@ class ImageWorld(SeededWorld):
         if spec.sampler is None:
             splits = self._digit_splits(m)
         else:
-            # controls are never probed or fine-tuned: a token train split saves rendering time
-            train_per_class = min(self.train_per_class, CONTROL_TRAIN_PER_CLASS) if name in self.controls else self.train_per_class
-            for split, per_class in (("train", train_per_class), ("test", self.test_per_class)):
+            # controls are never probed or fine-tuned; their train splits are labelled keep splits that a strength rule may
+            # read (docs/method.md sec. 18), so they are as large as the tasks'
+            for split, per_class in (("train", self.train_per_class), ("test", self.test_per_class)):
                 labels = np.arange(per_class * m) % m
                 items = [render(spec.sampler(self.rng(f"{name}/{split}", i), int(y)), self.size) for i, y in enumerate(labels)]
                 splits[split] = Split(items, labels)
