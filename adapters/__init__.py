@@ -32,5 +32,7 @@ CATALOG = {
                            "LAION-CLAP HTSAT-base + RoBERTa trained on general audio, music and speech"),
     "clap-music": Family("platonic_sdk.adapters.clap", "audio", "laion/larger_clap_music", "LAION-CLAP HTSAT-base + RoBERTa trained on music"),
     "lit": Family("platonic_sdk.adapters.lit", "image", None, "LiT-style: frozen EfficientNet-Lite trunk + MLP head, frozen MiniLM + projection"),
+    "lit-audio": Family("platonic_sdk.adapters.lit_audio", "audio", None,
+                        "LiT-style audio: frozen resemblyzer / CREPE trunks + MLP head, frozen MiniLM + projection"),
 }
 FAMILY_MODULES = {name: entry.module for name, entry in CATALOG.items()}

@@ -3,8 +3,8 @@
 A world's tuned settings (ridge factors, LoRA-route recipe, strengths, control sets) are data: its
 zoo's manifest records them (`zoo_settings.world_settings`, `WorldSpec.settings()`), and a model of
 the zoo runs with them unless the user overrides them. A new world is one module defining its world
-class and calling `register_world` (docs/architecture.md shows an example); `image`, `audio` and
-`real` are built in.
+class and calling `register_world` (docs/architecture.md shows an example); `image`, `audio`,
+`real` and `real_audio` are built in.
 """
 
 from __future__ import annotations
@@ -26,13 +26,15 @@ from ..zoo_settings import WorldSettings, world_settings
 class WorldSpec:
     """`make(seed=, train_per_class=, test_per_class=)` builds the world (its class); `zoo` is the folder
     of its shipped models and fine-tunes, whose manifest records the world's tuned settings; `packages`
-    names the optional modules its zoo needs to run, which the `platonic-sdk` extra `extra` installs."""
+    names the optional modules its zoo needs to run, which the `platonic-sdk` extra `extra` installs, or the
+    command `install` where no extra can (packages installed without their own dependencies)."""
 
     name: str
     make: Callable[..., Any]
     zoo: Path
     packages: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     extra: str | None = None
+    install: str | None = None
 
     def settings(self) -> WorldSettings:
         """The world's tuned settings, read from its zoo's manifest (zoo_settings.world_settings)."""
@@ -43,11 +45,12 @@ class WorldSpec:
         importing them: commands call this before any run folder is written or any model loads)."""
         missing = [name for name in self.packages if importlib.util.find_spec(name) is None]
         if missing:
-            raise PlatonicError(f"the {self.name} world needs {', '.join(m.replace('_', '-') for m in missing)}, not installed: "
-                                f"pip install 'platonic-sdk[{self.extra}]' (or -e '.[{self.extra}]' in a clone)")
+            how = self.install or f"pip install 'platonic-sdk[{self.extra}]' (or -e '.[{self.extra}]' in a clone)"
+            raise PlatonicError(f"the {self.name} world needs {', '.join(m.replace('_', '-') for m in missing)}, not installed: {how}")
 
 
-BUILTIN = {"image": "platonic_sdk.worlds.image", "audio": "platonic_sdk.worlds.audio", "real": "platonic_sdk.worlds.real"}
+BUILTIN = {"image": "platonic_sdk.worlds.image", "audio": "platonic_sdk.worlds.audio", "real": "platonic_sdk.worlds.real",
+           "real_audio": "platonic_sdk.worlds.real_audio"}
 WORLDS: NamedRegistry[WorldSpec] = NamedRegistry("world", listing="registered", sort=True, replaceable=False, lazy=BUILTIN)
 
 
