@@ -22,13 +22,14 @@ from torch import Tensor, nn
 from transformers import AutoConfig, AutoImageProcessor, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
-from platonic_sdk.errors import CheckpointError
 from platonic_sdk.atomic import write_text
-from platonic_sdk.protocol import MARKER, DualEncoder, read_marker
+from platonic_sdk.errors import CheckpointError
+from platonic_sdk.protocol.encoder import MARKER, DualEncoder, read_marker
 from platonic_sdk.version import __version__
 
 from ._image import IMAGE_BACKEND, HFImages
 from ._text import check_texts, check_vocab, context_length_of, default_tokenizer, load_tokenizer
+
 
 def resolve_checkpoint(checkpoint: str | os.PathLike) -> tuple[str, bool]:
     """(source, is_local): an existing folder, or an "org/name" hub id; anything else is a missing path."""

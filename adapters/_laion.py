@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from platonic_sdk.data.audio import InputFormat
 from platonic_sdk.errors import CheckpointError, PlatonicError
-from platonic_sdk.protocol import AffineSite, DualEncoder
+from platonic_sdk.protocol.encoder import AffineSite, DualEncoder
 
 from ._hf import read_marker, write_marker
 from ._text import check_texts, load_tokenizer

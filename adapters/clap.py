@@ -20,7 +20,7 @@ from transformers import ClapConfig, ClapFeatureExtractor, ClapModel, PreTrained
 
 from platonic_sdk.data.audio import InputFormat
 from platonic_sdk.errors import CheckpointError, PlatonicError
-from platonic_sdk.protocol import AffineSite, DualEncoder
+from platonic_sdk.protocol.encoder import AffineSite, DualEncoder
 from platonic_sdk.registry import FamilySpec, register_family
 
 from ._hf import (

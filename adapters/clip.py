@@ -12,7 +12,7 @@ from torch import Tensor
 from transformers import CLIPConfig, CLIPImageProcessorPil, CLIPModel, PretrainedConfig, PreTrainedTokenizerBase
 
 from platonic_sdk.errors import NotAffineError
-from platonic_sdk.protocol import AffineSite
+from platonic_sdk.protocol.encoder import AffineSite
 from platonic_sdk.registry import FamilySpec, register_family
 
 from ._hf import HFImageTextEncoder, deep_merge, text_config_for

@@ -20,7 +20,7 @@ from open_clip.timm_model import TimmModel
 from torch import nn
 
 from platonic_sdk.errors import NotAffineError, PlatonicError
-from platonic_sdk.protocol import AffineSite
+from platonic_sdk.protocol.encoder import AffineSite
 
 from .openclip import OpenClipEncoder, register_open_clip_family
 

@@ -43,7 +43,7 @@ from platonic_sdk.atomic import write_text
 from platonic_sdk.data.images import as_images
 from platonic_sdk.errors import CheckpointError, PlatonicError
 from platonic_sdk.io import load_tensors, save_tensors
-from platonic_sdk.protocol import MARKER, AffineSite, DualEncoder, read_marker
+from platonic_sdk.protocol.encoder import MARKER, AffineSite, DualEncoder, read_marker
 from platonic_sdk.registry import FamilySpec, register_family
 from platonic_sdk.tasks import item_fingerprint
 from platonic_sdk.version import __version__

@@ -32,7 +32,7 @@ from torch.nn import functional as F
 from transformers import PreTrainedTokenizerBase
 
 from platonic_sdk.errors import CheckpointError, NotAffineError, PlatonicError
-from platonic_sdk.protocol import AffineSite, DualEncoder
+from platonic_sdk.protocol.encoder import AffineSite, DualEncoder
 from platonic_sdk.registry import FamilySpec, register_family
 
 from ._hf import check_family, deep_merge, read_marker, seeded, write_marker

@@ -26,7 +26,7 @@ from transformers import (
 )
 
 from platonic_sdk.errors import NotAffineError, PlatonicError
-from platonic_sdk.protocol import AffineSite
+from platonic_sdk.protocol.encoder import AffineSite
 from platonic_sdk.registry import FamilySpec, register_family
 
 from ._hf import HFImageTextEncoder, deep_merge, text_config_for

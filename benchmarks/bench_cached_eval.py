@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 import torch
+from common import VIT_L14, VIT_SMALL, bench_parser, clip_encoder, parse_bench, random_images, report, timed
 
-from common import VIT_L14, VIT_SMALL, clip_encoder, random_images, report, timed, bench_parser, parse_bench
 from platonic_sdk import UTD, OperatorBank, Split, Task
+from platonic_sdk.encoding.features import encode_items, landmarks
 from platonic_sdk.evaluate import FeatureCache, accuracy_of, predict
-from platonic_sdk.features import encode_items, landmarks
 from platonic_sdk.linalg import unit_rows
 
 SIZES = {

@@ -39,7 +39,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from common import VIT_SMALL, clip_encoder, report
 
 CLASSES = [f"Class{c:02d}" for c in range(10)]
@@ -69,14 +68,14 @@ def measure(args: argparse.Namespace) -> None:
     import torch
 
     from platonic_sdk.data import torchvision_task
-    from platonic_sdk.feature_store import FeatureStore
-    from platonic_sdk.features import site_features
+    from platonic_sdk.encoding.feature_store import FeatureStore
+    from platonic_sdk.encoding.features import site_features
 
     torch.set_num_threads(args.threads)
     if args.no_trim:
-        import platonic_sdk.accel
+        import platonic_sdk.encoding.accel
 
-        platonic_sdk.accel.release_free_heap = lambda: None
+        platonic_sdk.encoding.accel.release_free_heap = lambda: None
     encoder = clip_encoder(VIT_SMALL, seed=0)
     start = time.perf_counter()
     if args.mode == "in_memory":  # the old loader: every image decoded to a PIL image when the task is built

@@ -12,11 +12,10 @@ time of encoding `n` images once (what every applied edit is used for).
 
 from __future__ import annotations
 
-
 import torch
+from common import VIT_L14, VIT_SMALL, bench_parser, clip_encoder, parse_bench, random_images, report, timed
 
-from common import VIT_L14, VIT_SMALL, clip_encoder, random_images, report, timed, bench_parser, parse_bench
-from platonic_sdk.features import encode_items
+from platonic_sdk.encoding.features import encode_items
 from platonic_sdk.finetune import TaskVector
 from platonic_sdk.finetune.weightspace import named_tensors
 from platonic_sdk.transfer import OperatorEdit

@@ -1,7 +1,7 @@
 """Feature extraction throughput: fp32 eager vs bf16 autocast vs torch.compile (vs DataLoader workers).
 
 A random-weight CLIP vision tower built from config (ViT-L/14 at 224 px for --size large) runs through
-platonic_sdk.features.site_features. Per mode: end-to-end images/s (preprocess + forward + copy back), model-only
+platonic_sdk.encoding.features.site_features. Per mode: end-to-end images/s (preprocess + forward + copy back), model-only
 images/s (forward on a ready batch), model FLOP utilisation of the model-only rate against --peak-tflops
 (FLOPs counted by torch.utils.flop_counter), and the embedding error against fp32 eager (1 - cosine).
 Autocast is a no-op off CUDA, so on the CPU that row measures only noise.
@@ -17,11 +17,11 @@ import time
 from typing import Any
 
 import torch
+from common import VIT_L14, VIT_SMALL, bench_parser, clip_encoder, parse_bench, random_images, report, sync, timed
 from torch.utils.flop_counter import FlopCounterMode
 
-from common import VIT_L14, VIT_SMALL, clip_encoder, random_images, report, sync, timed, bench_parser, parse_bench
-from platonic_sdk.accel import autocast, compiled_media
-from platonic_sdk.features import site_features
+from platonic_sdk.encoding.accel import autocast, compiled_media
+from platonic_sdk.encoding.features import site_features
 
 SIZES = {
     "tiny": dict(config={}, n=64, batch=32),

@@ -41,16 +41,16 @@ NOT_DEPLOYABLE = ("oracle", "label_reference")  # they read what a user has not:
 
 def workspace(world: str, seed: int) -> Any:
     """Seed 0: the shipped zoo's world; seed s > 0: the world's replicate s."""
-    from platonic_sdk.evaluate.replicates import replicate_workspace
-    from platonic_sdk.evaluate.workspace import zoo_workspace
+    from platonic_sdk.evaluate.measure.replicates import replicate_workspace
+    from platonic_sdk.evaluate.measure.workspace import zoo_workspace
 
     return (zoo_workspace(world, seed=0) if seed == 0 else replicate_workspace(world, seed))[0]
 
 
 def cells(ws: Any, max_cells: int | None) -> list[Any]:
     """Cross-family addition and negation cells, at most `max_cells` per kind, evenly spread (as the grid picks them)."""
-    from platonic_sdk.evaluate.experiment import selected_cells
-    from platonic_sdk.evaluate.settings import selections
+    from platonic_sdk.evaluate.run.runner import selected_cells
+    from platonic_sdk.evaluate.spec.settings import selections
 
     return [c for s in selections(max_cells=max_cells) for c in selected_cells(ws, s, "auto")]
 
@@ -58,8 +58,8 @@ def cells(ws: Any, max_cells: int | None) -> list[Any]:
 def sweep(world: str, seeds: Sequence[int], max_cells: int | None, methods: Sequence[str], strengths: Sequence[float],
           auto: str | None, auto_space: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(sweep records of every seed, the auto rule's one-point records); keys carry the seed."""
-    from platonic_sdk.evaluate import studies
-    from platonic_sdk.evaluate.settings import CellSettings
+    from platonic_sdk.evaluate.measure import studies
+    from platonic_sdk.evaluate.spec.settings import CellSettings
 
     records, points = [], []
     for seed in seeds:
@@ -92,7 +92,7 @@ def auto_lines(points: list[dict[str, Any]], rule_method: str, reference: str, c
                deployable: Sequence[str]) -> list[str]:
     """The auto rule's (worst drop, gain) point per kind, and the frontier's gain at that drop: the closed form in the
     rule's space, and the best over the `deployable` methods."""
-    from platonic_sdk.evaluate.frontier import curve, distance
+    from platonic_sdk.evaluate.measure.frontier import curve, distance
 
     lines = []
     for kind in ("addition", "negation"):
@@ -112,10 +112,10 @@ def auto_lines(points: list[dict[str, Any]], rule_method: str, reference: str, c
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from platonic_sdk.evaluate.report import method_label
-    from platonic_sdk.evaluate.frontier import curves as all_curves
-    from platonic_sdk.evaluate.registry import METHODS, method
-    from platonic_sdk.evaluate.settings import CellSettings
+    from platonic_sdk.evaluate.measure.frontier import curves as all_curves
+    from platonic_sdk.evaluate.report.render import method_label
+    from platonic_sdk.evaluate.spec.registry import METHODS, method
+    from platonic_sdk.evaluate.spec.settings import CellSettings
     from platonic_sdk.spaces import SPACES
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -14,12 +14,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from common import VIT_L14, VIT_SMALL, bench_parser, clip_encoder, parse_bench, random_images, report, timed
 from PIL import Image
 
-from common import VIT_L14, VIT_SMALL, clip_encoder, random_images, report, timed, bench_parser, parse_bench
 from platonic_sdk import Grid
 from platonic_sdk.data.images import image_folder_task
-from platonic_sdk.features import encode_items
+from platonic_sdk.encoding.features import encode_items
 
 SIZES = {"small": dict(config=VIT_SMALL, image_size=64), "large": dict(config=VIT_L14, image_size=224)}
 

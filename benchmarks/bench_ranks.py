@@ -20,7 +20,7 @@ from pathlib import Path
 
 from common import ROOT, report
 
-from platonic_sdk.evaluate.runfolder import run_differences
+from platonic_sdk.evaluate.run.runfolder import run_differences
 
 
 def run(command: list[str], env: dict[str, str]) -> tuple[float, float]:

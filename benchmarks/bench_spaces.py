@@ -39,8 +39,8 @@ REFERENCES = ("zero_shot", "oracle", "label_reference", "random_utd", "alignment
 def workspace(world: str, seed: int, sample: str, progress: bool) -> tuple[Any, tuple[str, ...]]:
     """`out`: the world's replicate `seed` (evaluate/replicates.py: probes held out of the sources' fine-tunes); `in`: the
     zoo's world (seed 0) and fine-tunes with grid seed `seed` (the real world: a seeded half of its train pool as probes)."""
-    from platonic_sdk.evaluate.replicates import REAL_PROBES_PER_CLASS, replicate_workspace
-    from platonic_sdk.evaluate.workspace import zoo_workspace
+    from platonic_sdk.evaluate.measure.replicates import REAL_PROBES_PER_CLASS, replicate_workspace
+    from platonic_sdk.evaluate.measure.workspace import zoo_workspace
     from platonic_sdk.worlds.registry import world_spec
 
     if sample == "out":
@@ -53,8 +53,8 @@ def workspace(world: str, seed: int, sample: str, progress: bool) -> tuple[Any, 
 
 def measure(ws: Any, trio: tuple[str, ...], space: str, seed: int, max_cells: int | None, folder: Path) -> dict[str, Any]:
     """One experiment in `space`: (cells.jsonl records, the held-out study)."""
-    from platonic_sdk.evaluate.experiment import ExperimentConfig, run_experiment
-    from platonic_sdk.evaluate.settings import CellSettings, selections
+    from platonic_sdk.evaluate.run.runner import ExperimentConfig, run_experiment
+    from platonic_sdk.evaluate.spec.settings import CellSettings, selections
 
     config = ExperimentConfig(
         cells=selections(max_cells=max_cells), settings=CellSettings(space=space, seed=seed),
@@ -128,7 +128,7 @@ def markdown(world: str, sample: str, table: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    from platonic_sdk.feature_store import caching
+    from platonic_sdk.encoding.feature_store import caching
     from platonic_sdk.spaces import SPACES
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

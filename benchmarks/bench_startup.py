@@ -22,7 +22,7 @@ from subprocess import DEVNULL, run
 ROOT = Path(__file__).resolve().parent.parent
 PLATONIC = [sys.executable, "-m", "platonic_sdk.cli"]
 # platonic evaluate until its first model load: the load is replaced by an exit
-UNTIL_FIRST_LOAD = ("import sys; from platonic_sdk import cli, commands\n"
+UNTIL_FIRST_LOAD = ("import sys; from platonic_sdk.cli import commands, main as cli\n"
                     "commands.load_model = lambda *a, **k: sys.exit(0)\n"
                     "cli.main(['evaluate', '--family', 'clip', '--task', 'images:{folder}'])")
 

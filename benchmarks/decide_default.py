@@ -41,7 +41,7 @@ TOLERANCE = 1e-6  # a point of the paper's own sweep lies on its frontier (round
 
 
 def candidate_settings(space: str, rule: str) -> Any:
-    from platonic_sdk.evaluate.settings import CellSettings
+    from platonic_sdk.evaluate.spec.settings import CellSettings
 
     return CellSettings(space=space, strength_rule=None if rule == "fixed" else rule)
 
@@ -52,12 +52,13 @@ def measure(world: str, seed: int, candidates: Sequence[tuple[str, str]], spaces
     reference), and per candidate one record per cell (closed form and
     labelled reference accuracies per evaluation set, with the cell's zero-shot ones)."""
     from bench_frontier import cells as grid_cells  # the cross-family cells as the grid picks them
-    from platonic_sdk.evaluate.cells import eval_names
-    from platonic_sdk.evaluate.label_reference import label_reference
-    from platonic_sdk.evaluate.methods import closed_form
-    from platonic_sdk.evaluate.replicates import replicate_workspace
-    from platonic_sdk.evaluate.settings import CellSettings
-    from platonic_sdk.evaluate.studies import strength_sweep
+
+    from platonic_sdk.evaluate.measure.cells import eval_names
+    from platonic_sdk.evaluate.measure.label_reference import label_reference
+    from platonic_sdk.evaluate.measure.methods import closed_form
+    from platonic_sdk.evaluate.measure.replicates import replicate_workspace
+    from platonic_sdk.evaluate.measure.studies import strength_sweep
+    from platonic_sdk.evaluate.spec.settings import CellSettings
     from platonic_sdk.progress import progress as progress_bar
 
     ws, describe = replicate_workspace(world, seed, progress=progress)
@@ -97,7 +98,7 @@ def point(records: Sequence[dict[str, Any]], kind: str, method: str = "closed_fo
 
 def judge(world: str, runs: Sequence[dict[str, Any]], candidate: str) -> dict[str, Any]:
     """The candidate's figures on `world` (cells pooled over the runs' seeds), its spread over seeds, and each criterion."""
-    from platonic_sdk.evaluate.frontier import curve
+    from platonic_sdk.evaluate.measure.frontier import curve
 
     sweep = [r for run in runs for r in run["sweep"]]
     records = [r for run in runs for r in run["points"][candidate]]
@@ -166,7 +167,7 @@ def markdown(table: dict[str, dict[str, Any]], worlds: Sequence[str]) -> str:
 
 def frontiers(runs_by_world: dict[str, list[dict[str, Any]]]) -> str:
     """Each swept method's best gain within 1 and 3 points of worst control drop, per world and kind."""
-    from platonic_sdk.evaluate.frontier import BUDGETS, curve
+    from platonic_sdk.evaluate.measure.frontier import BUDGETS, curve
 
     fmt = lambda v: "-" if v is None else f"{v:+.1f}"  # noqa: E731
     rows = ["| world | kind | method | " + " | ".join(f"within {b:g}" for b in BUDGETS) + " |", "|---|---|---|" + "---|" * len(BUDGETS)]
@@ -200,7 +201,7 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from platonic_sdk.feature_store import caching
+    from platonic_sdk.encoding.feature_store import caching
 
     torch.set_num_threads(args.threads)
     worlds, seeds = args.worlds.split(","), [int(s) for s in args.seeds.split(",")]

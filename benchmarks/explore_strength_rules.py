@@ -41,8 +41,8 @@ def register_variants() -> None:
     (leak_budget: the task-only fit, capped)."""
     import torch
 
-    from platonic_sdk.strength import StrengthRule, register_strength_rule
     from platonic_sdk.linalg import unit_rows
+    from platonic_sdk.strength import StrengthRule, register_strength_rule
     from platonic_sdk.strength.first_order import fitted, targets, unit_change, weighted_inner
 
     def other_prompts(g, task):  # 1 on the columns of g whose landmark is none of the task grids' landmarks
@@ -75,11 +75,12 @@ def strengths(world: str, seed: int, max_cells: int, space: str) -> dict[str, di
     """Per cell key, each variant's strength for the closed form in `space` of the cell (leak_off_task: the other grids'
     targets are the cell's sources' changes there, signed and centred as the edit's)."""
     from bench_frontier import cells as grid_cells
+
     from platonic_sdk import spaces
     from platonic_sdk.descriptor import Composition
-    from platonic_sdk.evaluate.cells import cell_solve
-    from platonic_sdk.evaluate.replicates import replicate_workspace
-    from platonic_sdk.evaluate.settings import CellSettings
+    from platonic_sdk.evaluate.measure.cells import cell_solve
+    from platonic_sdk.evaluate.measure.replicates import replicate_workspace
+    from platonic_sdk.evaluate.spec.settings import CellSettings
     from platonic_sdk.linalg import unit_rows
     from platonic_sdk.strength import strength_rule
 
@@ -126,7 +127,7 @@ def main() -> None:
     args = parser.parse_args()
     import decide_default
 
-    from platonic_sdk.feature_store import caching
+    from platonic_sdk.encoding.feature_store import caching
 
     register_variants()
     worlds = args.worlds.split(",")

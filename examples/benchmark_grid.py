@@ -17,7 +17,7 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from platonic_sdk.evaluate.plan import Experiment, dry_run  # noqa: E402
+from platonic_sdk.evaluate.run.experiment import Experiment, dry_run  # noqa: E402
 
 
 def settings(args: argparse.Namespace) -> dict:

@@ -16,8 +16,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import platonic_sdk as ps  # noqa: E402
-from platonic_sdk.evaluate.merging import orthoreg_comparison  # noqa: E402
-from platonic_sdk.evaluate.report import orthoreg_section  # noqa: E402
+from platonic_sdk.evaluate.measure.merging import orthoreg_comparison  # noqa: E402
+from platonic_sdk.evaluate.report.render import orthoreg_section  # noqa: E402
 from platonic_sdk.finetune import FinetuneConfig  # noqa: E402
 from platonic_sdk.worlds import zoo  # noqa: E402
 from platonic_sdk.worlds.image import ImageWorld  # noqa: E402

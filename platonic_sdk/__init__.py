@@ -23,9 +23,16 @@ __all__ += ["__version__"]
 if TYPE_CHECKING:  # what type checkers and IDEs see
     from .descriptor import UTD, Composition, Term
     from .edits import Edit, OperatorEdit
-    from .errors import (CheckpointError, GridMismatchError, NonFiniteError, NotAffineError, PlatonicError, ShapeError,
-                         UnknownFamilyError)
-    from .protocol import AffineSite, DualEncoder
+    from .errors import (
+        CheckpointError,
+        GridMismatchError,
+        NonFiniteError,
+        NotAffineError,
+        PlatonicError,
+        ShapeError,
+        UnknownFamilyError,
+    )
+    from .protocol.encoder import AffineSite, DualEncoder
     from .registry import FamilySpec, family, from_config, list_families, load, register_family
     from .tasks import Grid, Split, Task
     from .transfer import OperatorBank

@@ -16,13 +16,13 @@ import attrs
 import torch
 from torch import Tensor
 
+from . import spaces
 from .edits.edit import Edit
+from .encoding.features import encode_items, landmarks
 from .errors import GridMismatchError, PlatonicError, ShapeError, SpaceMismatchError, check_finite, check_real, check_strength
-from .features import encode_items, landmarks
 from .io import load_tensors, require, save_tensors
 from .linalg import descriptor_cosine
-from .protocol import DualEncoder
-from . import spaces
+from .protocol.encoder import DualEncoder
 from .spaces import DEFAULT_SPACE, check_space
 from .tasks import Grid
 

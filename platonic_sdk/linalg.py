@@ -25,11 +25,6 @@ __all__ = [
     "unit_rows",
     "edited_embeddings",
     "first_order_change",
-    "probability_change",
-    "pseudo_labels",
-    "confidence_labels",
-    "norm_matched",
-    "matched_to_utd",
     "procrustes_map",
     "lstsq_map",
     "ridge_lstsq",
@@ -290,66 +285,6 @@ def first_order_change(S: Tensor, Z: Tensor, A: Tensor, G: Tensor) -> Tensor:
     f = Z / norms
     G = unit_rows(G)
     return D @ G.T - (D * f).sum(1, keepdim=True) * (f @ G.T)
-
-
-# ------------------------------------------------------------------ descriptors in prediction space
-# (docs/method.md sec. 15, an extension; the spaces themselves are plug-ins in spaces/). Each takes unit-norm probe rows (P x d)
-# and the grid's class landmarks g (M x d: one per class, the normalised mean of its templates) and
-# returns a P x M matrix.
-
-
-def _logits(f: Tensor, g: Tensor, logit_scale: float) -> Tensor:
-    """s <f_i, g_j> on unit rows, in float64 (the zero-shot head's logits over the grid's M classes)."""
-    if not (float(logit_scale) > 0 and float(logit_scale) != float("inf")):
-        raise ValueError(f"the logit scale must be a finite positive number, got {logit_scale!r}")
-    return float(logit_scale) * (unit_rows(f.double()) @ unit_rows(g.double()).T)
-
-
-def _check_rows(f: Tensor, g: Tensor, what: str = "f") -> None:
-    if f.ndim != 2 or g.ndim != 2 or g.shape[1] != f.shape[1] or 0 in g.shape:
-        raise ShapeError(f"{what} must be P x d and g M x d (M >= 1), got {tuple(f.shape)} and {tuple(g.shape)}")
-
-
-def probability_change(f_pre: Tensor, f_ft: Tensor, g: Tensor, logit_scale: float) -> Tensor:
-    """D[i, j] = softmax_j(s <f_ft_i, g_j>) - softmax_j(s <f_pre_i, g_j>): the change of each probe's
-    zero-shot class probabilities over the grid's M classes (rows sum to 0), s the logit scale."""
-    if f_ft.shape != f_pre.shape:
-        raise ShapeError(f"f_pre and f_ft must be matching P x d matrices, got {tuple(f_pre.shape)} and {tuple(f_ft.shape)}")
-    _check_rows(f_pre, g, "f_pre")
-    change = _logits(f_ft, g, logit_scale).softmax(dim=1) - _logits(f_pre, g, logit_scale).softmax(dim=1)
-    return change.to(f_pre.dtype)
-
-
-def pseudo_labels(f_ft: Tensor, g: Tensor) -> Tensor:
-    """D[i, j] = [argmax_j' <f_ft_i, g_j'> = j] - 1/M: one-hot of each probe's predicted class (ties: the
-    first class) minus its row mean, so every row sums to 0."""
-    _check_rows(f_ft, g, "f_ft")
-    M = g.shape[0]
-    predicted = (unit_rows(f_ft.double()) @ unit_rows(g.double()).T).argmax(dim=1)
-    return (torch.nn.functional.one_hot(predicted, M).double() - 1.0 / M).to(f_ft.dtype)
-
-
-def confidence_labels(f_ft: Tensor, g: Tensor, logit_scale: float) -> Tensor:
-    """D[i, j] = max_j' softmax_j'(s <f_ft_i, g_j'>) * ([argmax = j] - 1/M): pseudo-labels weighted by the
-    fine-tuned model's confidence in its own prediction, s the logit scale."""
-    _check_rows(f_ft, g, "f_ft")
-    confidence = _logits(f_ft, g, logit_scale).softmax(dim=1).amax(dim=1, keepdim=True)
-    return (confidence * pseudo_labels(f_ft, g).double()).to(f_ft.dtype)
-
-
-def norm_matched(matrix: Tensor, reference: Tensor) -> Tensor:
-    """`matrix` scaled to the Frobenius norm of `reference`: D ||R||_F / ||D||_F (a zero matrix stays zero)."""
-    norm = matrix.double().norm()
-    if norm == 0:
-        return torch.zeros_like(matrix)
-    return (matrix.double() * (reference.double().norm() / norm)).to(matrix.dtype)
-
-
-def matched_to_utd(matrix: Tensor, f_pre: Tensor, f_ft: Tensor, g: Tensor) -> Tensor:
-    """`matrix` scaled to ||U||_F, U = utd(f_pre, f_ft, g) the affinity UTD of the same change on the same
-    grid, in U's dtype: the scale convention of the prediction-space descriptors (docs/method.md sec. 15)."""
-    U = utd(f_pre, f_ft, g)
-    return norm_matched(matrix, U).to(U.dtype)
 
 
 # ------------------------------------------------------------------ the alignment baseline (docs/method.md sec. 16)

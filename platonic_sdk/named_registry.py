@@ -29,8 +29,7 @@ class NamedRegistry(MutableMapping[str, T], Generic[T]):
     them ("known", "registered"); `sort`: names in sorted order, else in registration order; `lazy`:
     built-in plug-ins by name, each with the module that registers it on import (first lookup), listed
     before they are loaded; `replaceable`: the register function takes `replace=` (the duplicate error
-    says so); `casefold`: a name matches whatever its case (`SigLIP` is `siglip`); `load_together`: the first
-    lookup of a lazy name imports every lazy module, so the built-ins register (and list) in one order.
+    says so); `casefold`: a name matches whatever its case (`SigLIP` is `siglip`).
     """
 
     what: str
@@ -41,7 +40,6 @@ class NamedRegistry(MutableMapping[str, T], Generic[T]):
     replaceable: bool = True
     lazy: Mapping[str, str] = attrs.field(factory=dict, converter=dict)
     casefold: bool = False
-    load_together: bool = False
     entries: dict[str, T] = attrs.field(factory=dict)
 
     def register(self, name: str, value: T, *, replace: bool = False) -> T:
@@ -53,8 +51,9 @@ class NamedRegistry(MutableMapping[str, T], Generic[T]):
         return value
 
     def names(self) -> list[str]:
-        """The registered names and the lazy ones, sorted or in registration order (lazy ones last)."""
-        names = list(dict.fromkeys([*self.entries, *self.lazy]))
+        """The names, sorted, or the built-in (lazy) ones in their declared order, loaded or not, then the others
+        in registration order (so the order never depends on which module happened to load first)."""
+        names = list(dict.fromkeys([*self.lazy, *self.entries]))
         return sorted(names) if self.sort else names
 
     def canonical(self, name: str) -> str | None:
@@ -81,8 +80,7 @@ class NamedRegistry(MutableMapping[str, T], Generic[T]):
         """The value of `name` (its built-in module imported on first use), or `check`'s error."""
         found = self.check(name, note=note)
         if found not in self.entries and found in self.lazy:
-            for module in dict.fromkeys(self.lazy.values()) if self.load_together else (self.lazy[found],):
-                importlib.import_module(module)
+            importlib.import_module(self.lazy[found])
         return self.entries[found]
 
     def __getitem__(self, name: str) -> T:

@@ -16,7 +16,7 @@ from .errors import UnknownFamilyError
 from .named_registry import NamedRegistry
 
 if TYPE_CHECKING:
-    from .protocol import DualEncoder
+    from .protocol.encoder import DualEncoder
 
 
 @attrs.frozen
@@ -91,7 +91,7 @@ def load(family_name: str, checkpoint: str | None = None, **options: Any) -> Dua
     source = checkpoint or spec.default_checkpoint
     encoder = spec.load(source, **options)
     if source is not None and os.path.isdir(source):  # edits folded in by `save` are refused a second time
-        from .protocol import read_marker
+        from .protocol.encoder import read_marker
 
         encoder.folded_edits = tuple(read_marker(source).get("folded_edits", ()))
     return encoder

@@ -13,7 +13,7 @@ import copy
 import torch
 
 import platonic_sdk as ps
-from platonic_sdk.evaluate.workspace import Workspace
+from platonic_sdk.evaluate.measure.workspace import Workspace
 from platonic_sdk.worlds.image import ImageWorld
 
 TASKS = ("amber_shapes", "small_shapes", "fine_patterns")

@@ -14,20 +14,21 @@ from pathlib import Path
 import attrs
 import torch
 from PIL import Image
-
-from platonic_sdk import cli, distributed
-from platonic_sdk.data.images import image_files
-from platonic_sdk import features as features_module
-from platonic_sdk.evaluate import FeatureCache
-from platonic_sdk.evaluate.experiment import run_experiment
-from platonic_sdk.evaluate.methods import register_method
-from platonic_sdk.evaluate.runfolder import read_records
-from platonic_sdk.evaluate.settings import CellSettings, ExperimentConfig, selections
-from platonic_sdk.evaluate.workspace import zoo_workspace
-from platonic_sdk.feature_store import FeatureStore
-from platonic_sdk.features import landmarks, site_features
-from platonic_sdk.io import save_tensors
 from tiny_encoder import TinyEncoder, tiny_task
+
+from platonic_sdk.cli import main as cli
+from platonic_sdk.data.images import image_files
+from platonic_sdk.encoding import distributed
+from platonic_sdk.encoding import features as features_module
+from platonic_sdk.encoding.feature_store import FeatureStore
+from platonic_sdk.encoding.features import landmarks, site_features
+from platonic_sdk.evaluate import FeatureCache
+from platonic_sdk.evaluate.measure.methods import register_method
+from platonic_sdk.evaluate.measure.workspace import zoo_workspace
+from platonic_sdk.evaluate.run.runfolder import read_records
+from platonic_sdk.evaluate.run.runner import run_experiment
+from platonic_sdk.evaluate.spec.settings import CellSettings, ExperimentConfig, selections
+from platonic_sdk.io import save_tensors
 
 STRENGTHS = [0.0, 1.0, 3.0, 6.0, 10.0]  # five work items over two ranks: uneven on purpose
 FAMILIES = ["clip", "siglip", "metaclip"]

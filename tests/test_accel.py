@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
-import torch
-
 import platform
 
-import platonic_sdk.accel as accel
-from platonic_sdk.accel import autocast, batches, compiled_media
-from platonic_sdk.features import site_features
+import pytest
+import torch
 from tiny_encoder import TinyEncoder, tiny_task
+
+import platonic_sdk.encoding.accel as accel
+from platonic_sdk.encoding.accel import autocast, batches, compiled_media
+from platonic_sdk.encoding.features import site_features
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +130,7 @@ class _SeenOnCuda:
 ])
 def test_cuda_batch_size_follows_the_probe_peak_and_free_memory(items, monkeypatch, per_item, free, expected) -> None:
     """The CUDA probe (faked on the CPU): peak memory of a forward over 8 items, per item, against half the free memory."""
-    from platonic_sdk.accel import device_batch_size
+    from platonic_sdk.encoding.accel import device_batch_size
 
     encoder = _SeenOnCuda(TinyEncoder(seed=7))
     before = 5 * 2**20
@@ -145,7 +145,7 @@ def test_cuda_batch_size_follows_the_probe_peak_and_free_memory(items, monkeypat
 
 
 def test_model_batches_join_and_give_rows_along_the_item_dimension() -> None:
-    from platonic_sdk.accel import batch_nbytes, batch_rows, cat_batches
+    from platonic_sdk.encoding.accel import batch_nbytes, batch_rows, cat_batches
     from platonic_sdk.errors import PlatonicError
 
     def batch(start: int, n: int) -> dict:

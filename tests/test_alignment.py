@@ -7,17 +7,16 @@ import copy
 import numpy as np
 import pytest
 import torch
+from grid_zoo import CONTROL, build_workspace
 
 import platonic_sdk as ps
-from platonic_sdk.evaluate.alignment import alignment_operator, carried_change
-from platonic_sdk.evaluate.cells import addition_cells, eval_names, negation_cells, signed_strength
-from platonic_sdk.evaluate.methods import evaluate_cell
-from platonic_sdk.evaluate.settings import CACHED, CellSettings
-from platonic_sdk.evaluate.workspace import Workspace
+from platonic_sdk.evaluate.measure.alignment import alignment_operator, carried_change
+from platonic_sdk.evaluate.measure.cells import addition_cells, eval_names, negation_cells, signed_strength
+from platonic_sdk.evaluate.measure.methods import evaluate_cell
+from platonic_sdk.evaluate.measure.workspace import Workspace
+from platonic_sdk.evaluate.spec.settings import CACHED, CellSettings
 from platonic_sdk.linalg import lstsq_map, procrustes_map, ridge_lstsq
 from platonic_sdk.worlds.image import ImageWorld
-
-from grid_zoo import CONTROL, build_workspace
 
 
 def _rng(seed):
@@ -173,7 +172,7 @@ def test_alignment_is_a_default_method_and_skips_stored_descriptors(ws):
 
 def test_each_terms_operator_is_solved_once_per_workspace(ws, monkeypatch):
     """Cells that share a (target, source, task) term share its alignment operator: solved once, by map."""
-    from platonic_sdk.evaluate import alignment as module
+    from platonic_sdk.evaluate.measure import alignment as module
 
     solved = []
     real = module._solved

@@ -7,18 +7,18 @@ import json
 import numpy as np
 import pytest
 import torch
+from cell_checks import assert_closed_form_cell_is_the_folded_model
 
 from platonic_sdk import from_config
-from platonic_sdk.demo import demo_config
-from platonic_sdk.evaluate.experiment import run_experiment
-from platonic_sdk.evaluate.workspace import Workspace
-from platonic_sdk.zeroshot import accuracy
+from platonic_sdk.cli.demo import demo_config
+from platonic_sdk.encoding.zeroshot import accuracy
+from platonic_sdk.evaluate.measure.workspace import Workspace
+from platonic_sdk.evaluate.run.runner import run_experiment
 from platonic_sdk.finetune.source import FinetuneConfig, finetune
 from platonic_sdk.worlds.audio import AudioWorld
-from platonic_sdk.worlds.registry import world_spec
 from platonic_sdk.worlds.pretrain import PretrainConfig, pretrain
+from platonic_sdk.worlds.registry import world_spec
 from platonic_sdk.worlds.train_zoo import world_tokenizer
-from cell_checks import assert_closed_form_cell_is_the_folded_model
 
 TASKS = ("raised_notes", "raised_melodies", "bright_noises")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from platonic_sdk.zeroshot import accuracy
+from platonic_sdk.encoding.zeroshot import accuracy
 from platonic_sdk.worlds.audio import AUDIO_ZOO_DIR, AudioWorld
 from platonic_sdk.worlds.audio_zoo import AUDIO_ZOO
 from platonic_sdk.worlds.zoo import finetune_path, load_finetunes, load_models, read_manifest

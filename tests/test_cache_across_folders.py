@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from platonic_sdk import features
-from platonic_sdk.cli import main
+from platonic_sdk.cli.main import main
+from platonic_sdk.encoding import features
 
 SMALL = {
     "image": ["--families", "clip", "siglip", "--task", "amber_shapes", "--task", "teal_shapes"],

@@ -6,12 +6,12 @@ import copy
 
 import pytest
 import torch
+from tiny_encoder import tiny_task
 
 import platonic_sdk
 from platonic_sdk import UTD, OperatorBank
+from platonic_sdk.encoding.features import encode_items, landmarks
 from platonic_sdk.evaluate import FeatureCache, accuracy, predict
-from platonic_sdk.features import encode_items, landmarks
-from tiny_encoder import tiny_task
 
 STRENGTHS = (0.5, 2.0, 8.0)
 

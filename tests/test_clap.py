@@ -11,8 +11,8 @@ import torch
 import platonic_sdk as ps
 import platonic_sdk.data.audio as audio
 from platonic_sdk.data.audio import Waveform, read_audio, write_audio
-from platonic_sdk.features import landmarks
 from platonic_sdk.edits.edit import OperatorEdit
+from platonic_sdk.encoding.features import landmarks
 
 AUDIO_FAMILIES = ("clap-htsat-unfused", "clap-htsat-fused", "clap-general", "clap-music")
 

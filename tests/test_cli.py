@@ -17,7 +17,8 @@ import pytest
 import torch
 
 import platonic_sdk as ps
-from platonic_sdk import cli
+from platonic_sdk.cli import main as cli
+from platonic_sdk.cli import parser as cli_parser
 from platonic_sdk.descriptor import UTD
 from platonic_sdk.evaluate import accuracy
 from platonic_sdk.transfer import Edit
@@ -283,7 +284,7 @@ def test_image_folder_task_specs(tmp_path):
     """`[NAME=]images:DIR` specs: a class-per-folder tree (seeded split) and a train/test tree."""
     from PIL import Image
 
-    from platonic_sdk.commands import task_options
+    from platonic_sdk.cli.commands import task_options
     from platonic_sdk.data.specs import TaskOptions, load_task
 
     colours = {"red": (220, 30, 30), "blue": (30, 30, 220)}
@@ -294,7 +295,7 @@ def test_image_folder_task_specs(tmp_path):
                 folder.mkdir(parents=True)
                 for i in range(5):
                     Image.new("RGB", (8, 8), tuple(c - 10 * i for c in rgb)).save(folder / f"{i}.png")
-    args = cli.build_parser().parse_args(["evaluate", "--data-root", str(tmp_path), "--template", "a {} square."])
+    args = cli_parser.build_parser().parse_args(["evaluate", "--data-root", str(tmp_path), "--template", "a {} square."])
     options = task_options(args)  # the command line's options are the library's
     assert options == TaskOptions(data_root=str(tmp_path), templates=("a {} square.",))
     flat = load_task("colours=images:flat", options)
@@ -311,16 +312,16 @@ def test_image_folder_task_specs(tmp_path):
 @pytest.mark.parametrize("command", ["grid", "demo"])
 def test_workers_caps_the_runs_worker_processes(command):
     """--workers parses to a positive count (None: one per core); test_demo runs the runner with workers=1."""
-    parser = cli.build_parser()
-    assert cli.parse(parser, [command, "--out", "run"]).workers is None
-    assert cli.parse(parser, [command, "--out", "run", "--workers", "1"]).workers == 1
+    parser = cli_parser.build_parser()
+    assert cli_parser.parse(parser, [command, "--out", "run"]).workers is None
+    assert cli_parser.parse(parser, [command, "--out", "run", "--workers", "1"]).workers == 1
 
 
 @pytest.mark.parametrize("command,batch_size", [("utd", 64), ("edit", 64), ("evaluate", 64), ("grid", 256), ("demo", 256)])
 def test_each_command_has_its_own_defaults(command, batch_size):
     """One command's defaults never reach another's (argparse shares a parent parser's actions between commands)."""
-    parser = cli.build_parser()
-    args = cli.parse(parser, [command, "--out", "run"] if command in ("grid", "demo") else [command])
+    parser = cli_parser.build_parser()
+    args = cli_parser.parse(parser, [command, "--out", "run"] if command in ("grid", "demo") else [command])
     assert (args.batch_size, args.threads) == (batch_size, None)
-    helped = cli._subparser(parser, command).format_help()
+    helped = cli_parser._subparser(parser, command).format_help()
     assert f"encoding batch size (default {batch_size})" in " ".join(helped.split())

@@ -18,7 +18,8 @@ import torch
 from PIL import Image
 
 import platonic_sdk as ps
-from platonic_sdk import cli
+from platonic_sdk.cli import main as cli
+from platonic_sdk.cli import parser as cli_parser
 from platonic_sdk.errors import PlatonicError
 
 
@@ -84,7 +85,7 @@ def test_devices_on_a_machine_with_one_gpu(monkeypatch):
     import argparse
     from types import SimpleNamespace
 
-    from platonic_sdk.cli_values import device
+    from platonic_sdk.cli.values import device
 
     monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
     monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda: SimpleNamespace(type="cuda"))
@@ -202,9 +203,9 @@ def test_a_config_path_that_is_a_folder(work, capsys):
 
 def test_config_values_that_pass_are_converted_like_the_command_line(work):
     (work / "ok.toml").write_text("batch_size = 8\n[utd]\nmode = \"full\"\nstratified = true\ntemplate = \"a {} thing.\"\n")
-    parser = cli.build_parser()
+    parser = cli_parser.build_parser()
     argv = ["utd", "--config", str(work / "ok.toml")]
-    args = cli.apply_config(parser, argv, cli.parse(parser, argv))
+    args = cli_parser.apply_config(parser, argv, cli_parser.parse(parser, argv))
     assert (args.batch_size, args.mode, args.stratified, args.template) == (8, "full", True, ["a {} thing."])
 
 

@@ -10,11 +10,12 @@ import pytest
 import torch
 
 import platonic_sdk as ps
-from platonic_sdk import cli
-from platonic_sdk.commands import finetune_recipe
+from platonic_sdk.cli import main as cli
+from platonic_sdk.cli import parser as cli_parser
+from platonic_sdk.cli.commands import finetune_recipe
 from platonic_sdk.descriptor import UTD
 from platonic_sdk.evaluate import accuracy
-from platonic_sdk.evaluate.movement import MIN_GAIN, MIN_RMS, Movement, movement
+from platonic_sdk.evaluate.measure.movement import MIN_GAIN, MIN_RMS, Movement, movement
 from platonic_sdk.finetune import FinetuneConfig, FineTuned, OrthoReg, finetune
 from platonic_sdk.worlds.image import ImageWorld
 from platonic_sdk.worlds.zoo import FINETUNE, ZOO_DIR
@@ -23,7 +24,7 @@ WORLD = ["--train-per-class", "4", "--test-per-class", "3", "--per-class", "2", 
 
 
 def _args(*argv: str):
-    return cli.build_parser().parse_args(["finetune", "--task", "amber_shapes", *argv])
+    return cli_parser.build_parser().parse_args(["finetune", "--task", "amber_shapes", *argv])
 
 
 def test_the_recipe_is_the_zoos_for_zoo_members_and_the_librarys_elsewhere(tmp_path):

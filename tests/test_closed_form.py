@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import platonic_sdk as ps
+from platonic_sdk.encoding.features import landmarks, site_features
 from platonic_sdk.errors import NonFiniteError, PlatonicError, ShapeError
-from platonic_sdk.features import landmarks, site_features
 from platonic_sdk.linalg import anchored_solver, edited_embeddings, first_order_change, ridge_operator, ridge_solver, unit_rows
 
 CLASSES = ("red circle", "green square", "blue triangle", "yellow digit")

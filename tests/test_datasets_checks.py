@@ -154,7 +154,7 @@ def zoo_clip():
 
 
 def test_a_decompression_bomb_is_refused_naming_the_file(tmp_path, zoo_clip):
-    from platonic_sdk.features import encode_items
+    from platonic_sdk.encoding.features import encode_items
 
     root = tmp_path / "zoo"
     for split in ("train", "test"):
@@ -214,7 +214,7 @@ def test_manifest_paths_that_escape_the_data_root_are_refused(tmp_path, escape):
 
 
 def test_the_cli_names_a_bomb_in_one_line(tmp_path, capsys, zoo_clip):
-    from platonic_sdk import cli
+    from platonic_sdk.cli import main as cli
     from platonic_sdk.worlds.zoo import ZOO_DIR
 
     images(tmp_path / "zoo" / "cat", 3)

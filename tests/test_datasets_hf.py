@@ -11,10 +11,10 @@ from PIL import Image
 
 datasets = pytest.importorskip("datasets")
 
-from platonic_sdk.commands import task_options  # noqa: E402
-from platonic_sdk.data.specs import load_task  # noqa: E402
+from platonic_sdk.cli.commands import task_options  # noqa: E402
 from platonic_sdk.data import hf_task  # noqa: E402
 from platonic_sdk.data.audio import Waveform, read_audio, write_audio  # noqa: E402
+from platonic_sdk.data.specs import load_task  # noqa: E402
 from platonic_sdk.errors import PlatonicError  # noqa: E402
 from platonic_sdk.evaluate import accuracy  # noqa: E402
 from platonic_sdk.items import Items, Row  # noqa: E402
@@ -105,7 +105,7 @@ def test_bad_columns_and_layouts_are_named(tmp_path):
 
 
 def test_a_row_that_fails_to_decode_is_named(tmp_path, zoo_clip):
-    from platonic_sdk.features import site_features
+    from platonic_sdk.encoding.features import site_features
 
     features = datasets.Features({"img": datasets.Image(), "label": datasets.ClassLabel(names=NAMES)})
     rows = [{"bytes": png(c % 3), "path": None} for c in range(5)] + [{"bytes": b"\x89PNG broken", "path": None}]
@@ -117,6 +117,6 @@ def test_a_row_that_fails_to_decode_is_named(tmp_path, zoo_clip):
 
 
 def _args():
-    from platonic_sdk import cli
+    from platonic_sdk.cli import parser as cli_parser
 
-    return cli.build_parser().parse_args(["evaluate"])
+    return cli_parser.build_parser().parse_args(["evaluate"])

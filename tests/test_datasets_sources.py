@@ -13,14 +13,28 @@ from pathlib import Path
 import numpy as np
 import pytest
 from dataset_layouts import (
-    PALETTE, cifar100, dtd, esc50, eurosat, gtsrb, imagenet_val, manifest, mnist, resisc45, save, stanford_cars, sun397, svhn,
+    PALETTE,
+    cifar100,
+    dtd,
+    esc50,
+    eurosat,
+    gtsrb,
+    imagenet_val,
+    manifest,
+    mnist,
+    resisc45,
+    save,
+    stanford_cars,
+    sun397,
+    svhn,
     urbansound8k,
 )
 
-from platonic_sdk import cli
-from platonic_sdk.commands import task_options
-from platonic_sdk.data.specs import load_task
+from platonic_sdk.cli import main as cli
+from platonic_sdk.cli import parser as cli_parser
+from platonic_sdk.cli.commands import task_options
 from platonic_sdk.data import esc50_task, image_manifest_task, torchvision_task, urbansound8k_task
+from platonic_sdk.data.specs import load_task
 from platonic_sdk.errors import PlatonicError
 from platonic_sdk.evaluate import accuracy
 from platonic_sdk.items import Items
@@ -51,7 +65,7 @@ def classified(task: Task, model, classes: int, per_split: tuple[int, int] | Non
 
 
 def cli_args(*extra: str):
-    return cli.build_parser().parse_args(["evaluate", *extra])
+    return cli_parser.build_parser().parse_args(["evaluate", *extra])
 
 
 # ------------------------------------------------------------------ torchvision layouts

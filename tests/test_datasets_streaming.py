@@ -9,12 +9,12 @@ import pytest
 import torch
 from PIL import Image
 
-from platonic_sdk.accel import CPU_BATCH, default_workers, device_batch_size
 from platonic_sdk.data.images import ImageFile, image_folder_task, read_image
+from platonic_sdk.encoding.accel import CPU_BATCH, default_workers, device_batch_size
+from platonic_sdk.encoding.feature_store import FeatureStore
+from platonic_sdk.encoding.features import site_features
 from platonic_sdk.errors import PlatonicError
 from platonic_sdk.evaluate import accuracy
-from platonic_sdk.feature_store import FeatureStore
-from platonic_sdk.features import site_features
 from platonic_sdk.items import Items, join, take
 from platonic_sdk.tasks import Grid, Split, Task
 

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import attrs
 
-from platonic_sdk import OperatorBank, cli, linalg, ridge
-from platonic_sdk.evaluate.settings import CellSettings, ExperimentConfig
-from platonic_sdk.evaluate.workspace import Workspace
+from platonic_sdk import OperatorBank, linalg, ridge
+from platonic_sdk.cli import parser as cli_parser
+from platonic_sdk.evaluate.measure.workspace import Workspace
+from platonic_sdk.evaluate.spec.settings import CellSettings, ExperimentConfig
 from platonic_sdk.worlds.registry import world_spec
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -27,17 +28,17 @@ def test_library_ridges_are_read_from_one_place():
     # OperatorBank and `platonic bank` / `edit` leave the choice to the one rule (ridge.ridge_rule): the paper's
     # factors for a model outside the worlds' zoos
     assert (_default(OperatorBank.__init__, "ridge_a"), _default(OperatorBank.__init__, "ridge_b")) == (None, None)
-    bank = cli.build_parser().parse_args(["bank"])
+    bank = cli_parser.build_parser().parse_args(["bank"])
     assert (bank.ridge_a, bank.ridge_b) == (None, None)
     assert ridge.ridge_rule(None)[:2] == (ridge.RIDGE_A, ridge.RIDGE_B)
 
 
 def test_grid_options_default_to_the_classes_and_the_worlds():
-    args = cli.build_parser().parse_args(["grid", "--out", "x"])
+    args = cli_parser.build_parser().parse_args(["grid", "--out", "x"])
     for name in ("addition_strength", "negation_strength", "weight_space_strength", "ridge_a", "ridge_b", "sweep_strengths", "sweep_cells", "similarity_probes",
                  "train_per_class", "test_per_class"):
         assert getattr(args, name) is None, name  # None: the classes' (or the world's) value is used
-    help_text = " ".join(cli._subparser(cli.build_parser(), "grid").format_help().split())
+    help_text = " ".join(cli_parser._subparser(cli_parser.build_parser(), "grid").format_help().split())
     assert f"fixed strength on addition cells (under a strength rule, that of the methods the rule does not choose for) " \
            f"({attrs.fields(CellSettings).addition_strength.default})" in help_text
     assert f"({ExperimentConfig().sweep_cells}; 0: all)" in help_text

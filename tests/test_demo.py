@@ -11,20 +11,21 @@ import attrs
 import numpy as np
 import pytest
 import torch
+from cell_checks import assert_closed_form_cell_is_the_folded_model
 
-from platonic_sdk import cli, from_config
-from platonic_sdk.demo import demo_config
-from platonic_sdk.evaluate.experiment import run_experiment
-from platonic_sdk.evaluate.methods import METHODS, eval_names, register_method
-from platonic_sdk.evaluate.workspace import Workspace
-from platonic_sdk.worlds import registry
-from platonic_sdk.worlds.zoo import finetune_path
-from platonic_sdk.zeroshot import accuracy
+from platonic_sdk import from_config
+from platonic_sdk.cli import main as cli
+from platonic_sdk.cli.demo import demo_config
+from platonic_sdk.encoding.zeroshot import accuracy
+from platonic_sdk.evaluate.measure.methods import METHODS, eval_names, register_method
+from platonic_sdk.evaluate.measure.workspace import Workspace
+from platonic_sdk.evaluate.run.runner import run_experiment
 from platonic_sdk.finetune.source import FinetuneConfig, finetune
+from platonic_sdk.worlds import registry
 from platonic_sdk.worlds.image import ImageWorld
 from platonic_sdk.worlds.pretrain import LossHead, PretrainConfig, caption_positives, pretrain
 from platonic_sdk.worlds.train_zoo import world_tokenizer
-from cell_checks import assert_closed_form_cell_is_the_folded_model
+from platonic_sdk.worlds.zoo import finetune_path
 
 TASKS = ("amber_shapes", "amber_glyphs", "fine_patterns")
 
@@ -184,7 +185,7 @@ def test_closed_form_cell_matches_a_folded_model(tiny_setup) -> None:
 
 
 def test_orthoreg_table_lists_every_method_plain_then_orthoreg() -> None:
-    from platonic_sdk.evaluate.report import orthoreg_section
+    from platonic_sdk.evaluate.report.render import orthoreg_section
 
     runs = [{"method": m, "orthoreg": lam, "mean_cosine": 0.1, "strength": 0.5 + 3.5 * (m == "iso_c"), "grid_top": 4.0,
              "merged_mean": 50.0 + i, "normalised": 0.9}
@@ -198,8 +199,8 @@ def test_orthoreg_table_lists_every_method_plain_then_orthoreg() -> None:
 def test_the_runner_encodes_with_the_callers_threads_and_runs_cells_on_one(tiny_setup, tmp_path, monkeypatch) -> None:
     """Encodings (the similarity study, every cell's features) run with the caller's torch threads; the cells run
     on one (thousands of small products); the caller's count is back afterwards."""
-    from platonic_sdk.evaluate import experiment
-    from platonic_sdk.evaluate.settings import CellSelection, ExperimentConfig
+    from platonic_sdk.evaluate.run import runner as experiment
+    from platonic_sdk.evaluate.spec.settings import CellSelection, ExperimentConfig
 
     _, ws, _ = tiny_setup
     seen: dict[str, set[int]] = {"similarity": set(), "features": set(), "cells": set()}
@@ -229,7 +230,7 @@ def test_one_worker_runs_the_capped_passes_in_this_process(tiny_setup, tmp_path)
     """workers=1 (`--workers 1`): the capped methods' passes run here, not in forked workers."""
     import os
 
-    from platonic_sdk.evaluate.settings import CellSelection, ExperimentConfig
+    from platonic_sdk.evaluate.spec.settings import CellSelection, ExperimentConfig
 
     _, ws, _ = tiny_setup
     pids = tmp_path / "pids.txt"
@@ -256,9 +257,9 @@ def test_a_finished_demo_reruns_from_its_report_without_loading_a_model(tiny_set
     from pathlib import Path
 
     import platonic_sdk
-    from platonic_sdk import demo
-    from platonic_sdk.evaluate.plan import Experiment
-    from platonic_sdk.evaluate.settings import CellSelection, ExperimentConfig
+    from platonic_sdk.cli import demo
+    from platonic_sdk.evaluate.run.experiment import Experiment
+    from platonic_sdk.evaluate.spec.settings import CellSelection, ExperimentConfig
 
     _, ws, _ = tiny_setup
     built = []

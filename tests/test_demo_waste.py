@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 import torch
+from grid_zoo import build_workspace
 
 import platonic_sdk as ps
-from platonic_sdk import accel, features
-from platonic_sdk.evaluate import experiment, methods
-from platonic_sdk.evaluate.experiment import run_experiment
-from platonic_sdk.evaluate.runfolder import run_differences
-from platonic_sdk.evaluate.settings import CACHED, CellSettings, ExperimentConfig, selections
-from platonic_sdk.feature_store import model_fingerprint
-
-from grid_zoo import build_workspace
+from platonic_sdk.encoding import accel, features
+from platonic_sdk.encoding.feature_store import model_fingerprint
+from platonic_sdk.evaluate.measure import methods
+from platonic_sdk.evaluate.run import runner as experiment
+from platonic_sdk.evaluate.run.runfolder import run_differences
+from platonic_sdk.evaluate.run.runner import run_experiment
+from platonic_sdk.evaluate.spec.settings import CACHED, CellSettings, ExperimentConfig, selections
 
 # every stage the demo runs, small: cached methods, the LoRA route on one cell of each kind, similarity,
 # sweep, accumulation and the guarantee diagnostic

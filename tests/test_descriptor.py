@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from platonic_sdk import UTD, Composition, Grid, Split, Task
+from platonic_sdk import UTD, Grid, Split, Task
 from platonic_sdk.errors import CheckpointError, GridMismatchError, NonFiniteError, ShapeError
 
 

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from platonic_sdk import cli, distributed
-from platonic_sdk.evaluate import FeatureCache
-from platonic_sdk.evaluate.runfolder import run_differences
-from platonic_sdk.features import site_features
-from platonic_sdk.io import load_tensors
-
 from ranks_script import GRID, STRENGTHS, operator, setup
+
+from platonic_sdk.cli import main as cli
+from platonic_sdk.encoding import distributed
+from platonic_sdk.encoding.features import site_features
+from platonic_sdk.evaluate import FeatureCache
+from platonic_sdk.evaluate.run.runfolder import run_differences
+from platonic_sdk.io import load_tensors
 
 TIMEOUT = 300  # seconds for the whole two-rank run: a hang fails the test, not the CI job
 

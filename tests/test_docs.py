@@ -32,13 +32,13 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
-from platonic_sdk import cli
-from platonic_sdk.evaluate import report
+from platonic_sdk.cli import parser as cli_parser
+from platonic_sdk.evaluate.report import render as report
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -75,9 +75,9 @@ def method_sections() -> set[int]:
 
 
 def help_texts() -> dict[str, str]:
-    parser = cli.build_parser()
+    parser = cli_parser.build_parser()
     out = {"platonic --help": parser.format_help()}
-    out.update({f"platonic {name} --help": sub.format_help() for name, sub in cli._subparsers(parser).items()})
+    out.update({f"platonic {name} --help": sub.format_help() for name, sub in cli_parser._subparsers(parser).items()})
     return out
 
 
@@ -198,7 +198,7 @@ def test_the_checker_finds_what_does_not_exist():
     assert missing_references("[x](method.md#no-such-heading)", ROOT / "docs" / "user_guide.md") == [
         "anchor docs/method.md#no-such-heading", "anchor method.md#no-such-heading"]  # the link, and the method page's anchor
     assert missing_references("docs/method.md#4-closed-form-operator-bank, sec. 1-3 of docs/method.md, report.md, "
-                              "platonic_sdk/evaluate/report.py, worlds/zoo/clip") == []
+                              "platonic_sdk/evaluate/report/render.py, worlds/zoo/clip") == []
 
 
 # ------------------------------------------------------------------------------------------ code blocks
@@ -216,7 +216,7 @@ def platonic_commands(code: str) -> list[list[str]]:
 def test_the_commands_in_the_text_parse():
     """Every complete `platonic ...` command quoted in the pages' text parses with the real parser; the ones
     with placeholders (S, N, DIR, <command>, ...) or cut short at an option (naming it) are prose."""
-    parser = cli.build_parser()
+    parser = cli_parser.build_parser()
     checked = 0
     for page in PAGES:
         text = " ".join(FENCE.sub("", page.read_text()).split())
@@ -231,7 +231,7 @@ def test_the_commands_in_the_text_parse():
 
 def test_every_block_runs_or_is_a_marked_fragment_that_parses(tmp_path):
     kinds = {"python": 0, "sh": 0, "toml": 0, "fragment": 0}
-    parser = cli.build_parser()
+    parser = cli_parser.build_parser()
     for page in PAGES:
         for lang, words, code, line in page_blocks(page):
             where = f"{page.name}:{line}"
@@ -249,7 +249,7 @@ def test_every_block_runs_or_is_a_marked_fragment_that_parses(tmp_path):
                 config.write_text(code)
                 table = next(k for k, v in tomllib.loads(code).items() if isinstance(v, dict))
                 argv = [table, "--config", str(config)] + (["--out", "x"] if table == "grid" else [])
-                cli.apply_config(parser, argv, parser.parse_args(argv))  # keys, types and ranges as the command checks them
+                cli_parser.apply_config(parser, argv, parser.parse_args(argv))  # keys, types and ranges as the command checks them
                 kinds["toml"] += 1
             if lang in ("python", "sh", "bash"):
                 kinds["fragment" if "fragment" in words else "python" if lang == "python" else "sh"] += 1

@@ -16,13 +16,14 @@ import pytest
 import torch
 
 import platonic_sdk as ps
-from platonic_sdk import cli, stack
-from platonic_sdk.binding import Target
+from platonic_sdk.cli import main as cli
 from platonic_sdk.errors import PlatonicError, ShapeError, TargetMismatchError
 from platonic_sdk.finetune import TaskVector
 from platonic_sdk.finetune.weightspace import named_tensors
 from platonic_sdk.io import load_tensors
-from platonic_sdk.stack import WeightsChangedError
+from platonic_sdk.protocol import stack
+from platonic_sdk.protocol.binding import Target
+from platonic_sdk.protocol.stack import WeightsChangedError
 from platonic_sdk.transfer import Edit, OperatorEdit
 from platonic_sdk.transfer.lora import LoraEdit, LoraRouteConfig, fit_lora
 from platonic_sdk.worlds.image import ImageWorld

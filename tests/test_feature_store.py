@@ -11,12 +11,12 @@ import pytest
 import torch
 from PIL import Image
 
-from platonic_sdk import cli
+from platonic_sdk.cli import main as cli
 from platonic_sdk.data.images import image_folder_task
+from platonic_sdk.encoding.feature_store import FeatureStore, caching
+from platonic_sdk.encoding.features import site_features
 from platonic_sdk.errors import CheckpointError
 from platonic_sdk.evaluate import FeatureCache
-from platonic_sdk.feature_store import FeatureStore, caching
-from platonic_sdk.features import site_features
 
 
 @pytest.fixture(scope="module")

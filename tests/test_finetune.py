@@ -7,10 +7,10 @@ import pytest
 import torch
 
 import platonic_sdk as ps
+from platonic_sdk.encoding.features import encode_items, landmarks
 from platonic_sdk.errors import PlatonicError
 from platonic_sdk.evaluate import accuracy
-from platonic_sdk.evaluate.selection import select_addition, task_vector_evaluator
-from platonic_sdk.features import encode_items, landmarks
+from platonic_sdk.evaluate.measure.selection import select_addition, task_vector_evaluator
 from platonic_sdk.finetune import FinetuneConfig, FineTuned, finetune
 from platonic_sdk.finetune.weightspace import named_tensors
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from platonic_sdk.evaluate.frontier import Curve, curve, curves, distance, gain_within
+from platonic_sdk.evaluate.measure.frontier import Curve, curve, curves, distance, gain_within
 
 
 def test_gain_within_takes_sweep_points_and_interpolates_between_two_of_them():

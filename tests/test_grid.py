@@ -12,19 +12,18 @@ import attrs
 import numpy as np
 import pytest
 import torch
+from grid_zoo import CONTROL, TASKS, build_models, build_tasks, build_workspace
 
 import platonic_sdk as ps
 from platonic_sdk.descriptor import UTD
 from platonic_sdk.edits.edit import OperatorEdit
 from platonic_sdk.evaluate import accuracy
-from platonic_sdk.evaluate.cells import CellSettings, addition_cells, negation_cells, relation
-from platonic_sdk.evaluate.experiment import run_experiment
-from platonic_sdk.evaluate.methods import evaluate_cell
-from platonic_sdk.evaluate.report import summarise
-from platonic_sdk.evaluate.settings import ExperimentConfig
+from platonic_sdk.evaluate.measure.cells import CellSettings, addition_cells, negation_cells, relation
+from platonic_sdk.evaluate.measure.methods import evaluate_cell
+from platonic_sdk.evaluate.report.render import summarise
+from platonic_sdk.evaluate.run.runner import run_experiment
+from platonic_sdk.evaluate.spec.settings import ExperimentConfig
 from platonic_sdk.finetune import TaskVector
-
-from grid_zoo import CONTROL, TASKS, build_models, build_tasks, build_workspace
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +164,7 @@ def test_no_item_is_encoded_twice_by_one_model(models, tasks, tmp_path, monkeypa
     """Each family preprocesses each probe and test item once in a run (its fine-tunes and edited copies read
     the same preprocessed sets; the adapters' own `preprocess` is counted at the class, which every path calls),
     and two items more per feature-store key."""
-    from platonic_sdk.feature_store import caching
+    from platonic_sdk.encoding.feature_store import caching
 
     counts: Counter = Counter()
     three = {k: copy.deepcopy(models[k]) for k in ("clip", "siglip", "wide")}
@@ -191,7 +190,7 @@ def test_no_item_is_encoded_twice_by_one_model(models, tasks, tmp_path, monkeypa
 
 @pytest.mark.parametrize("method, params", [("ties", {"keep": 0.5}), ("iso_c", {})])
 def test_merging_methods_on_a_same_architecture_cell(ws, models, tasks, method, params):
-    from platonic_sdk.evaluate.merging import merged_weight_space
+    from platonic_sdk.evaluate.measure.merging import merged_weight_space
     from platonic_sdk.finetune import merge
 
     cell = next(c for c in addition_cells(ws, groups=["same-architecture"], pairing="any") if c.target == "clip")
@@ -211,8 +210,8 @@ def test_merging_methods_on_a_same_architecture_cell(ws, models, tasks, method, 
 def _validation_pick(target, vector, tasks, seed, kind, task_names, control_names):
     """Brute force over the selection grid (extended as select_extending does): the strength whose
     validation accuracies win, computed on a copy of the target with the vector folded in by hand."""
-    from platonic_sdk.evaluate.merging import validation_part
-    from platonic_sdk.evaluate.selection import DEFAULT_STRENGTHS
+    from platonic_sdk.evaluate.measure.merging import validation_part
+    from platonic_sdk.evaluate.measure.selection import DEFAULT_STRENGTHS
 
     val = {n: validation_part(tasks[n], seed) for n in (*task_names, *control_names)}
 
@@ -238,8 +237,8 @@ def _validation_pick(target, vector, tasks, seed, kind, task_names, control_name
 
 
 def test_every_merging_method_chooses_its_strength_on_validation(ws, models, tasks, monkeypatch):
-    from platonic_sdk.evaluate import selection
-    from platonic_sdk.evaluate.settings import MERGED
+    from platonic_sdk.evaluate.measure import selection
+    from platonic_sdk.evaluate.spec.settings import MERGED
     from platonic_sdk.finetune import merge, merge_methods
 
     assert MERGED == tuple(f"weight_space_{m}" for m in merge_methods())  # all five, registered, in the grid's defaults

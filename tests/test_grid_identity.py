@@ -16,12 +16,13 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from test_cli_errors import refused
 
 import platonic_sdk as ps
-from platonic_sdk import UTD, Grid, Split, Task, cli, tasks
+from platonic_sdk import UTD, Grid, Split, Task, tasks
+from platonic_sdk.cli import main as cli
 from platonic_sdk.data.audio import Waveform
 from platonic_sdk.errors import GridMismatchError, PlatonicError
-from test_cli_errors import refused
 
 
 def _grid(items, name="t") -> Grid:
@@ -264,8 +265,8 @@ def test_a_split_content_covers_items_and_labels():
 def test_a_run_folder_refuses_a_resume_on_changed_data(tmp_path):
     """Workspace settings record each task's data; a run folder begun on them refuses other data by name."""
     from platonic_sdk.data.images import image_folder_task
-    from platonic_sdk.evaluate.runfolder import RunFolder
-    from platonic_sdk.evaluate.workspace import Workspace
+    from platonic_sdk.evaluate.measure.workspace import Workspace
+    from platonic_sdk.evaluate.run.runfolder import RunFolder
 
     _folder(tmp_path / "data", 0)
     models = {"clip": ps.from_config("clip", seed=0)}

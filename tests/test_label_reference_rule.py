@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from grid_zoo import build_workspace
-from platonic_sdk.evaluate.cells import addition_cells
-from platonic_sdk.evaluate.label_reference import label_descriptor, label_reference, probe_labels
-from platonic_sdk.evaluate.methods import closed_form
-from platonic_sdk.evaluate.settings import CellSettings
+
+from platonic_sdk.evaluate.measure.cells import addition_cells
+from platonic_sdk.evaluate.measure.label_reference import label_descriptor, label_reference, probe_labels
+from platonic_sdk.evaluate.measure.methods import closed_form
+from platonic_sdk.evaluate.spec.settings import CellSettings
 
 EPS = 1e-4
 

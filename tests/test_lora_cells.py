@@ -1,10 +1,10 @@
 """The LoRA route as a cell method: it fits the cell's own composition and measures real forward passes."""
 
 import torch
-
 from grid_zoo import build_workspace
-from platonic_sdk.evaluate.cells import CellSettings, addition_cells, negation_cells
-from platonic_sdk.evaluate.methods import lora
+
+from platonic_sdk.evaluate.measure.cells import CellSettings, addition_cells, negation_cells
+from platonic_sdk.evaluate.measure.methods import lora
 from platonic_sdk.transfer.lora import LoraRouteConfig, fit_lora
 
 RECIPE = dict(rank=2, lora_alpha=4.0, max_steps=3, batch_size=16, lr=1e-2)

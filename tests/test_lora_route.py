@@ -9,12 +9,12 @@ import torch
 
 import platonic_sdk as ps
 from platonic_sdk.descriptor import UTD
+from platonic_sdk.edits.edit import Edit
+from platonic_sdk.encoding.features import encode_items, landmarks
 from platonic_sdk.errors import GridMismatchError, PlatonicError, ShapeError
 from platonic_sdk.evaluate import accuracy
-from platonic_sdk.evaluate.selection import edit_evaluator, select_addition
-from platonic_sdk.features import encode_items, landmarks
+from platonic_sdk.evaluate.measure.selection import edit_evaluator, select_addition
 from platonic_sdk.finetune import OrthoReg
-from platonic_sdk.edits.edit import Edit
 from platonic_sdk.transfer.lora import LoraEdit, LoraRouteConfig, fit_lora
 
 CLASSES = ("red circle", "green square", "blue triangle")

@@ -7,7 +7,7 @@ import torch
 import platonic_sdk as ps
 from platonic_sdk.errors import PlatonicError
 from platonic_sdk.evaluate import accuracy
-from platonic_sdk.evaluate.merging import addition_study, negation_study, select_extending, split_validation
+from platonic_sdk.evaluate.measure.merging import addition_study, negation_study, select_extending, split_validation
 from platonic_sdk.finetune import FinetuneConfig, merge_methods
 
 CONFIG = FinetuneConfig(lr=1e-2, epochs=2, batch_size=16)

@@ -13,10 +13,10 @@ import pytest
 import torch
 
 import platonic_sdk as ps
-from platonic_sdk.evaluate.experiment import run_experiment
-from platonic_sdk.evaluate.settings import CellSelection, ExperimentConfig
-from platonic_sdk.evaluate.workspace import Workspace
-from platonic_sdk.protocol import CLIP_LOGIT_SCALE
+from platonic_sdk.evaluate.measure.workspace import Workspace
+from platonic_sdk.evaluate.run.runner import run_experiment
+from platonic_sdk.evaluate.spec.settings import CellSelection, ExperimentConfig
+from platonic_sdk.protocol.encoder import CLIP_LOGIT_SCALE
 from platonic_sdk.spaces import DEFAULT_SPACE
 from platonic_sdk.worlds.image import ImageWorld
 from tests.grid_zoo import moved

@@ -17,7 +17,7 @@ import dataset_layouts as layouts
 import numpy as np
 import pytest
 
-from platonic_sdk import cli
+from platonic_sdk.cli import main as cli
 from platonic_sdk.data.benchmark import benchmark, load_benchmark
 from platonic_sdk.data.folders import class_name
 from platonic_sdk.errors import PlatonicError

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import attrs
 import pytest
+from test_cli_errors import refused
 
-from platonic_sdk import cli
-from platonic_sdk.cli_values import kind_options
-from platonic_sdk.demo import demo_config
-from platonic_sdk.evaluate.settings import CellSettings
+from platonic_sdk.cli import parser as cli_parser
+from platonic_sdk.cli.demo import demo_config
+from platonic_sdk.cli.values import kind_options
+from platonic_sdk.evaluate.spec.settings import CellSettings
 from platonic_sdk.spaces import DEFAULT_SPACE
 from platonic_sdk.strength import DEFAULT_STRENGTH_RULE, FIXED
 from platonic_sdk.worlds.registry import world_spec
-
-from test_cli_errors import refused
 
 PAPER_BY_HAND = {"space": "affinity", "centre": (), "anchor": (), "addition_strength": 0.5, "negation_strength": 1.0,
                  "strength_rule": None}
@@ -31,8 +30,8 @@ def test_the_python_preset_is_the_papers_method():
 
 
 def _args(*argv: str):
-    args = cli.parse(cli.build_parser(), list(argv))
-    cli.apply_paper(args)
+    args = cli_parser.parse(cli_parser.build_parser(), list(argv))
+    cli_parser.apply_paper(args)
     return args
 
 
@@ -69,7 +68,7 @@ def test_paper_is_refused_beside_a_flag_it_sets(command, flag, tmp_path, capsys)
 def test_reports_name_the_closed_form_by_its_space():
     """A run's tables name the closed form by the run's descriptor space (the run's space: the default, or blend under --space blend),
     never "ours" beside the paper's figures, which the paper measured with its own (affinity) descriptor."""
-    from platonic_sdk.evaluate import report
+    from platonic_sdk.evaluate.report import render as report
 
     row = {"task_a": 60.0, "task_b": 55.0, "control": 70.0, "controls": {"c": 70.0}, "cells": 2}
     summary = {"addition": {"cells": 2, "zero_shot": row, "closed_form": {**row, "task_a": 70.0}}}

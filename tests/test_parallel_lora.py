@@ -7,14 +7,14 @@ import os
 import sys
 
 import torch
-
 from grid_zoo import build_workspace
+
 from platonic_sdk import progress as progress_module
-from platonic_sdk.evaluate.cells import CellSettings, addition_cells, eval_names, negation_cells
-from platonic_sdk.evaluate.experiment import ExperimentConfig, run_experiment
-from platonic_sdk.evaluate.methods import lora_edit
-from platonic_sdk.evaluate.settings import CellSelection
-from platonic_sdk.evaluate.workers import PassPool, cores, one_thread, pass_workers
+from platonic_sdk.evaluate.measure.cells import CellSettings, addition_cells, eval_names, negation_cells
+from platonic_sdk.evaluate.measure.methods import lora_edit
+from platonic_sdk.evaluate.run.runner import ExperimentConfig, run_experiment
+from platonic_sdk.evaluate.run.workers import PassPool, cores, one_thread, pass_workers
+from platonic_sdk.evaluate.spec.settings import CellSelection
 
 RECIPE = dict(rank=2, lora_alpha=4.0, max_steps=4, batch_size=16, lr=1e-2)
 

@@ -20,7 +20,7 @@ import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 
 import platonic_sdk as ps
-from platonic_sdk import cli
+from platonic_sdk.cli import main as cli
 from platonic_sdk.data.audio import Waveform
 from platonic_sdk.descriptor import UTD
 from platonic_sdk.errors import CheckpointError, PlatonicError, ShapeError

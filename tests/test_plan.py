@@ -7,15 +7,15 @@ import copy
 
 import pytest
 
-from platonic_sdk import cli
+from platonic_sdk.cli import parser as cli_parser
+from platonic_sdk.cli.grid import flag, grid_settings
+from platonic_sdk.encoding.feature_store import FeatureStore
+from platonic_sdk.encoding.features import site_features
 from platonic_sdk.errors import PlatonicError
-from platonic_sdk.evaluate.benchmark_workspace import benchmark_workspace
-from platonic_sdk.evaluate.experiment import method_passes
-from platonic_sdk.evaluate.grid_settings import GridSettings
-from platonic_sdk.evaluate.plan import Experiment, dry_run
-from platonic_sdk.feature_store import FeatureStore
-from platonic_sdk.features import site_features
-from platonic_sdk.grid_commands import flag, grid_settings
+from platonic_sdk.evaluate.measure.benchmark_workspace import benchmark_workspace
+from platonic_sdk.evaluate.run.experiment import Experiment, dry_run
+from platonic_sdk.evaluate.run.runner import method_passes
+from platonic_sdk.evaluate.spec.grid_settings import GridSettings
 from platonic_sdk.worlds.image import ImageWorld
 from platonic_sdk.worlds.registry import world_spec
 from platonic_sdk.worlds.zoo import ZOO_DIR
@@ -35,7 +35,7 @@ def experiment() -> Experiment:
 
 
 def test_the_command_line_and_python_give_the_same_settings():
-    args = cli.parse(cli.build_parser(), ARGV)
+    args = cli_parser.parse(cli_parser.build_parser(), ARGV)
     assert grid_settings(args) == GridSettings.from_mapping(MAPPING).checked()
 
 
@@ -134,7 +134,7 @@ def test_a_world_grid_takes_the_worlds_strengths_and_a_strength_rule(monkeypatch
     strength_rule reach CellSettings alike."""
     import attrs
 
-    from platonic_sdk.evaluate import plan
+    from platonic_sdk.evaluate.run import experiment as plan
     from platonic_sdk.strength import DEFAULT_STRENGTH_RULE
 
     spec = world_spec("image")
@@ -144,7 +144,7 @@ def test_a_world_grid_takes_the_worlds_strengths_and_a_strength_rule(monkeypatch
     assert (config.settings.addition_strength, config.settings.negation_strength, config.settings.strength_rule) == (0.7, 1.3, DEFAULT_STRENGTH_RULE)
     given = Experiment.from_config({**MAPPING, "addition_strength": 0.4, "strength_rule": "fixed"}).config.settings
     assert (given.addition_strength, given.negation_strength, given.strength_rule) == (0.4, 1.3, None)
-    args = cli.parse(cli.build_parser(), [*ARGV, "--strength-rule", "auto"])
+    args = cli_parser.parse(cli_parser.build_parser(), [*ARGV, "--strength-rule", "auto"])
     assert grid_settings(args) == GridSettings.from_mapping({**MAPPING, "strength_rule": "auto"}).checked()
 
 
@@ -163,7 +163,7 @@ class _Spec:
 
 def test_the_demo_is_an_experiment_with_the_demo_preset():
     """demo_experiment builds what `platonic demo` runs: the zoo's workspace and demo_config's preset, nothing else."""
-    from platonic_sdk.demo import demo_config, demo_experiment
+    from platonic_sdk.cli.demo import demo_config, demo_experiment
 
     experiment = demo_experiment("audio", 3, lora_cells=0, space="blend", strength_rule="auto")
     assert experiment.config == demo_config("audio", 3, lora_cells=0, space="blend", strength_rule="auto")

@@ -16,7 +16,7 @@ import torch
 
 import platonic_sdk as ps
 
-PACKAGES = ["platonic_sdk", "platonic_sdk.data", "platonic_sdk.edits", "platonic_sdk.evaluate", "platonic_sdk.finetune",
+PACKAGES = ["platonic_sdk", "platonic_sdk.data", "platonic_sdk.edits", "platonic_sdk.encoding", "platonic_sdk.evaluate", "platonic_sdk.finetune", "platonic_sdk.protocol",
             "platonic_sdk.transfer"]
 
 # The only `**` parameters of the public API: pass-throughs whose receiver checks the names itself.
@@ -66,7 +66,7 @@ def test_the_walk_sees_the_api():
     """The walk reaches the functions and methods a user calls (so the test below can fail)."""
     names = public_callables()
     for expected in ("platonic_sdk.descriptor.UTD.compute", "platonic_sdk.transfer.closed_form.OperatorBank.edit",
-                     "platonic_sdk.evaluate.features.FeatureCache.build", "platonic_sdk.finetune.weightspace.TaskVector.from_models",
+                     "platonic_sdk.evaluate.measure.feature_cache.FeatureCache.build", "platonic_sdk.finetune.weightspace.TaskVector.from_models",
                      "platonic_sdk.edits.edit.Edit.apply", "platonic_sdk.registry.load", "platonic_sdk.data.images.image_folder_task"):
         assert expected in names
     assert len(names) > 100

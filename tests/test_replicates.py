@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from platonic_sdk.evaluate.replicates import REAL_PROBES_PER_CLASS, _without
+from platonic_sdk.evaluate.measure.replicates import REAL_PROBES_PER_CLASS, _without
 from platonic_sdk.tasks import item_fingerprint
 from platonic_sdk.worlds.real import FASHION_TEST, FASHION_TRAIN, RealWorld, read_images
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from PIL import Image
 
-from platonic_sdk.evaluate import report
+from platonic_sdk.evaluate.report import render as report
 
 
 def _entry(a: float, b: float, control: float) -> dict:
@@ -138,7 +138,7 @@ def test_an_audio_contradiction_quotes_the_image_paper_as_such():
 @pytest.fixture
 def drawn(monkeypatch, tmp_path):
     """The figures the plot functions make, drawn and kept open (their files are written as usual)."""
-    from platonic_sdk.evaluate import plots
+    from platonic_sdk.evaluate.report import plots
 
     figures = []
     save = plots._save

@@ -11,14 +11,14 @@ from collections import Counter
 
 import attrs
 import pytest
+from grid_zoo import build_workspace
 
 import platonic_sdk as ps
-from platonic_sdk import atomic, cli
-from platonic_sdk.evaluate.experiment import run_experiment
-from platonic_sdk.evaluate.runfolder import RunFolder, RunFolderBusy, read_records, run_differences
-from platonic_sdk.evaluate.settings import CACHED, CellSettings, ExperimentConfig, selections
-
-from grid_zoo import build_workspace
+from platonic_sdk import atomic
+from platonic_sdk.cli import main as cli
+from platonic_sdk.evaluate.run.runfolder import RunFolder, RunFolderBusy, read_records, run_differences
+from platonic_sdk.evaluate.run.runner import run_experiment
+from platonic_sdk.evaluate.spec.settings import CACHED, CellSettings, ExperimentConfig, selections
 
 # a small run: 8 addition + 8 negation cells (3 mutually cross-family models), the LoRA route (two steps)
 # on one cell of each kind as a second pass, no studies but the sweep
@@ -114,7 +114,7 @@ def test_duplicate_records_and_foreign_folders_are_refused(ws, tmp_path):
 
 HOLD = """
 import sys
-from platonic_sdk.evaluate.runfolder import RunFolder
+from platonic_sdk.evaluate.run.runfolder import RunFolder
 with RunFolder(sys.argv[1]):
     print("locked", flush=True)
     sys.stdin.read()

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import pytest
 import torch
+from grid_zoo import TASKS, build_workspace, moved
 
 import platonic_sdk as ps
 from platonic_sdk import UTD
 from platonic_sdk.errors import PlatonicError
-from platonic_sdk.evaluate.cells import addition_cells, eval_names
-from platonic_sdk.evaluate.experiment import run_experiment
-from platonic_sdk.evaluate.settings import CellSettings, ExperimentConfig, selections
+from platonic_sdk.evaluate.measure.cells import addition_cells, eval_names
+from platonic_sdk.evaluate.run.runner import run_experiment
+from platonic_sdk.evaluate.spec.settings import CellSettings, ExperimentConfig, selections
 from platonic_sdk.linalg import ridge_solver, utd
-from platonic_sdk.worlds.image import ImageWorld
 from platonic_sdk.spaces import DescriptorSpace, check_space, register_space, space, space_names
-
-from grid_zoo import TASKS, build_workspace, moved
+from platonic_sdk.worlds.image import ImageWorld
 
 NAME = "tanh_affinity"
 

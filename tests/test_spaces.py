@@ -6,19 +6,21 @@ import math
 import numpy as np
 import pytest
 import torch
+from grid_zoo import build_workspace, moved
 
 import platonic_sdk as ps
-from platonic_sdk import UTD, Grid, Split, Task
+from platonic_sdk import UTD, Grid, Task
 from platonic_sdk.errors import PlatonicError, SpaceMismatchError
-from platonic_sdk.evaluate.cells import addition_cells, negation_cells
-from platonic_sdk.evaluate.methods import evaluate_cell, method
-from platonic_sdk.evaluate.settings import CellSettings, ExperimentConfig
+from platonic_sdk.evaluate.measure.cells import addition_cells, negation_cells
+from platonic_sdk.evaluate.measure.methods import evaluate_cell, method
+from platonic_sdk.evaluate.spec.settings import CellSettings, ExperimentConfig
 from platonic_sdk.io import save_tensors
-from platonic_sdk.linalg import confidence_labels, probability_change, pseudo_labels, ridge_solver
+from platonic_sdk.linalg import ridge_solver
 from platonic_sdk.spaces import DEFAULT_SPACE, SPACES, space_descriptor
+from platonic_sdk.spaces.confidence import confidence_labels
+from platonic_sdk.spaces.probability import probability_change
+from platonic_sdk.spaces.pseudo_label import pseudo_labels
 from platonic_sdk.worlds.image import ImageWorld
-
-from grid_zoo import build_workspace, moved
 
 # ---------------------------------------------------------------- a 3-probe x 2-prompt grid by hand
 # Landmarks g_0 = e1, g_1 = -e1 in R^2, so a probe f = (x, y) has affinities (x, -x) and, at logit scale
@@ -219,7 +221,7 @@ def test_workspace_caches_descriptors_per_space(ws):
 
 
 def test_a_stored_descriptor_is_used_only_in_its_own_space(ws):
-    from platonic_sdk.evaluate.workspace import Workspace
+    from platonic_sdk.evaluate.measure.workspace import Workspace
 
     stored = {**ws.finetuned, ("clip", "amber_shapes"): ws.descriptor("clip", "amber_shapes", "affinity")}
     other = Workspace(ws.models, ws.tasks, stored, ws.controls, per_class=ws.per_class, ridge_b=ws.ridge_b, batch_size=ws.batch_size)
@@ -250,7 +252,8 @@ def test_settings_check_the_space():
 
 
 def test_platonic_utd_space_writes_what_the_python_api_computes(tmp_path, capsys, monkeypatch):
-    from platonic_sdk import cli
+    from platonic_sdk.cli import main as cli
+    from platonic_sdk.cli import parser as cli_parser
 
     pre = ps.from_config("clip", seed=0)
     pre.save(str(tmp_path / "pre"))
@@ -265,7 +268,7 @@ def test_platonic_utd_space_writes_what_the_python_api_computes(tmp_path, capsys
     expected = UTD.compute(ps.load("clip", str(tmp_path / "pre")), ps.load("clip", str(tmp_path / "ft")), task.grid(2, 0), space="confidence")
     assert saved.space == "confidence" and saved.grid_id == expected.grid_id
     torch.testing.assert_close(saved.matrix, expected.matrix, atol=1e-6, rtol=1e-5)
-    parser = cli.build_parser()
+    parser = cli_parser.build_parser()
     assert parser.parse_args(["grid", "--space", "probability"]).space == "probability"
     assert parser.parse_args(["grid"]).space is None  # CellSettings' default, affinity
     with pytest.raises(SystemExit):

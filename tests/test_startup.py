@@ -20,7 +20,7 @@ PROBE = textwrap.dedent("""
     def report(where):
         loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set(LIBS))
         # fine-tuning, the worlds themselves (their registry is names only), plotting and the LoRA code
-        ours = sorted(m for m in sys.modules if m.startswith(("platonic_sdk.finetune", "platonic_sdk.worlds.", "platonic_sdk.evaluate.plots",
+        ours = sorted(m for m in sys.modules if m.startswith(("platonic_sdk.finetune", "platonic_sdk.worlds.", "platonic_sdk.evaluate.report.plots",
                                                               "platonic_sdk.training", "platonic_sdk.edits.lora_edit", "platonic_sdk.transfer.lora"))
                       and m != "platonic_sdk.worlds.registry")
         print(json.dumps({{"where": where, "libraries": loaded, "modules": ours}}))
@@ -43,7 +43,7 @@ def test_import_and_help_and_usage_errors_load_no_model_library():
     reports = probe("""
         import platonic_sdk
         report("import")
-        from platonic_sdk import cli
+        from platonic_sdk.cli import main as cli
         for argv in (["--help"], ["bank", "--help"], ["utd", "--family", "clipp", "--task", "t"], ["edit", "--family", "clip"],
                      ["grid", "--methods", "closed_frm", "--out", "x"], ["grid", "--benchmark", "paper-vidoe", "--out", "x"],
                      ["demo", "--world", "imag"], ["evaluate", "--strength", "1"]):
@@ -63,7 +63,7 @@ def test_an_unknown_task_is_refused_from_the_worlds_task_names_alone():
     """A misspelt task is refused, with the nearest names, before any model library loads (the worlds' modules name
     their tasks without torch)."""
     reports = probe("""
-        from platonic_sdk import cli
+        from platonic_sdk.cli import main as cli
         for argv in (["evaluate", "--family", "clip", "--task", "amber_shapez"], ["grid", "--task", "fashion_tinted", "--task",
                      "card_suit", "--world", "real", "--out", "x"], ["utd", "--family", "clap", "--task", "raised_notez"]):
             report(" ".join(argv) + f" -> {cli.main(argv)}")
@@ -95,7 +95,8 @@ def test_bank_edit_and_evaluate_start_without_fine_tuning_worlds_plots_or_peft(c
             "edit": ["edit", "--add", utd, "-o", str(tmp_path / "e.safetensors")], "evaluate": ["evaluate"]}[command]
     (r,) = probe(f"""
         import torch
-        from platonic_sdk import UTD, cli, commands
+        from platonic_sdk import UTD
+        from platonic_sdk.cli import commands, main as cli
         UTD(torch.randn(6, 2), "grid0", "shapes").save({utd!r})
 
         def first_model_load(*args, **kwargs):
@@ -124,7 +125,7 @@ def _png() -> bytes:
 def test_the_runner_loads_peft_only_when_a_lora_fit_or_adapter_file_needs_it():
     """A rerun of a finished run imports the runner, its methods and the edits, and none of them imports peft."""
     (r,) = probe("""
-        import platonic_sdk.evaluate.experiment, platonic_sdk.evaluate.methods, platonic_sdk.edits.lora_edit
+        import platonic_sdk.evaluate.run.runner, platonic_sdk.evaluate.measure.methods, platonic_sdk.edits.lora_edit
         import platonic_sdk.transfer.lora, platonic_sdk.finetune
         report("runner")
     """)

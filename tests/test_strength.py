@@ -11,19 +11,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from grid_zoo import build_workspace, moved
 
 import platonic_sdk as ps
-from platonic_sdk import cli
+from platonic_sdk.cli import main as cli
 from platonic_sdk.errors import PlatonicError
-from platonic_sdk.evaluate.cells import addition_cells, eval_names, negation_cells
-from platonic_sdk.evaluate.methods import evaluate_cell
-from platonic_sdk.evaluate.settings import CellSettings
-from platonic_sdk.strength import (DEFAULT_STRENGTH_RULE, ProbeGrid, StrengthRule, check_strength_rule, register_strength_rule,
-                                   strength_rule)
+from platonic_sdk.evaluate.measure.cells import addition_cells, eval_names, negation_cells
+from platonic_sdk.evaluate.measure.methods import evaluate_cell
+from platonic_sdk.evaluate.spec.settings import CellSettings
+from platonic_sdk.strength import (
+    DEFAULT_STRENGTH_RULE,
+    ProbeGrid,
+    StrengthRule,
+    check_strength_rule,
+    register_strength_rule,
+    strength_rule,
+)
 from platonic_sdk.strength.prediction_share import GRID
 from platonic_sdk.worlds.image import ImageWorld
-
-from grid_zoo import build_workspace, moved
 
 # ---------------------------------------------------------------- a hand-built case
 # A task grid of 4 probes x 3 prompts and an off-task grid of 3 probes x 2 prompts, site inputs of width 3,

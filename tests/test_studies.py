@@ -8,25 +8,24 @@ import json
 import math
 
 import attrs
-
 import numpy as np
 import pytest
 import torch
+from grid_zoo import CONTROL, TASKS, build_workspace
 
 import platonic_sdk as ps
 from platonic_sdk.descriptor import UTD
-from platonic_sdk.evaluate import accuracy, frontier, studies
-from platonic_sdk.evaluate.cells import addition_cells, negation_cells
-from platonic_sdk.evaluate.experiment import run_experiment
-from platonic_sdk.evaluate.guarantee import guarantee_items
-from platonic_sdk.evaluate.methods import evaluate_cell
-from platonic_sdk.evaluate.report import cells_section, summarise
-from platonic_sdk.evaluate.settings import CellSettings, ExperimentConfig, selections
-from platonic_sdk.evaluate.similarity import similarity
+from platonic_sdk.evaluate import accuracy
+from platonic_sdk.evaluate.measure import frontier, studies
+from platonic_sdk.evaluate.measure.cells import addition_cells, negation_cells
+from platonic_sdk.evaluate.measure.guarantee import guarantee_items
+from platonic_sdk.evaluate.measure.methods import evaluate_cell
+from platonic_sdk.evaluate.measure.similarity import similarity
+from platonic_sdk.evaluate.report.render import cells_section, summarise
+from platonic_sdk.evaluate.run.runner import run_experiment
+from platonic_sdk.evaluate.spec.settings import CellSettings, ExperimentConfig, selections
 from platonic_sdk.spaces import SPACES
 from platonic_sdk.tasks import Grid
-
-from grid_zoo import CONTROL, TASKS, build_workspace
 
 
 @pytest.fixture(scope="module")

@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 import torch
 from PIL import Image
+from test_cli_errors import refused, snapshot
 
 import platonic_sdk as ps
-from platonic_sdk import cli, ridge
+from platonic_sdk import ridge
+from platonic_sdk.cli import main as cli
 from platonic_sdk.errors import CheckpointError, PlatonicError
 from platonic_sdk.worlds.image import ImageWorld
 from platonic_sdk.worlds.zoo import ZOO_DIR
-
-from test_cli_errors import refused, snapshot
 
 WORLD = ["--train-per-class", "4", "--test-per-class", "3", "--per-class", "2", "--quiet", "--no-cache"]
 
@@ -117,7 +117,7 @@ def test_an_unknown_family_is_named_first(tmp_path, capsys):
 
 
 def test_messages_are_never_cut(tmp_path, capsys, monkeypatch):
-    import platonic_sdk.evaluate.benchmark_workspace as bw
+    import platonic_sdk.evaluate.measure.benchmark_workspace as bw
 
     long = "offline: " + " ".join(f"word{i}" for i in range(120)) + " installation"
     monkeypatch.setattr(bw, "load", lambda *a, **k: (_ for _ in ()).throw(OSError(long)))
@@ -183,7 +183,7 @@ def test_an_identical_edit_is_not_applied_twice_unless_allowed():
 
 
 def test_feature_caches_with_nan_or_missing_tensors_are_refused_naming_the_file(tmp_path):
-    from platonic_sdk.evaluate.features import FeatureCache
+    from platonic_sdk.evaluate.measure.feature_cache import FeatureCache
     from platonic_sdk.io import save_tensors
 
     good = {"site_inputs": torch.ones(3, 4), "raw_embeddings": torch.ones(3, 4), "labels": torch.tensor([0, 1, 0])}
@@ -199,7 +199,7 @@ def test_feature_caches_with_nan_or_missing_tensors_are_refused_naming_the_file(
 
 
 def test_a_feature_store_entry_with_nan_is_encoded_again(tmp_path):
-    from platonic_sdk.feature_store import FeatureStore
+    from platonic_sdk.encoding.feature_store import FeatureStore
 
     store = FeatureStore(tmp_path)
     parts = {"model": "m", "dataset": "d", "preprocessing": "p", "site": "s", "count": "2"}
@@ -258,8 +258,8 @@ def test_grid_dry_run_checks_everything_and_writes_nothing(tmp_path, capsys):
     models = [a for f, m in zoo_families(tmp_path).items() for a in ("--model", f"{f}={m}")]
     cache = tmp_path / "cache"
     from platonic_sdk.data.benchmark import load_benchmark
-    from platonic_sdk.feature_store import FeatureStore
-    from platonic_sdk.features import site_features
+    from platonic_sdk.encoding.feature_store import FeatureStore
+    from platonic_sdk.encoding.features import site_features
 
     loaded = load_benchmark("paper-image", tmp_path / "data")  # one evaluation set already in the cache
     site_features(ps.load("clip", str(ZOO_DIR / "clip")), loaded.tasks["MNIST"].test.items, cache=FeatureStore(cache))
@@ -330,8 +330,8 @@ def test_files_of_the_wrong_kind_are_named_before_any_model_loads(tmp_path, caps
 
 def test_an_edit_for_another_width_says_whom_it_was_made_for(tmp_path, capsys):
     """An edit of the zoo's clip (d=64) applied to another clip of width 48: the model it was made for, not a shape error."""
-    from platonic_sdk.binding import Target
     from platonic_sdk.edits.edit import OperatorEdit
+    from platonic_sdk.protocol.binding import Target
 
     made = ps.load("clip", str(ZOO_DIR / "clip"))
     site = made.last_affine()
@@ -344,7 +344,7 @@ def test_an_edit_for_another_width_says_whom_it_was_made_for(tmp_path, capsys):
 
 
 def test_library_keywords_reach_the_command_line_as_flags():
-    from platonic_sdk.cli import user_message
+    from platonic_sdk.cli.main import user_message
     from platonic_sdk.edits.edit import OperatorEdit
 
     model = ps.from_config("clip", seed=0)
@@ -370,11 +370,12 @@ def test_a_long_refusal_keeps_a_short_first_line_and_every_detail(tmp_path, caps
 
 
 def test_families_are_listed_from_the_catalog_without_a_model_library():
-    probe = ("import sys; from platonic_sdk import cli; cli.main(['families']); "
+    probe = ("import sys; from platonic_sdk.cli import main as cli; cli.main(['families']); "
              "print(sorted(m for m in ('torch', 'transformers', 'open_clip', 'laion_clap') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.splitlines()
     assert out[-1] == "[]" and any(line.startswith("clap-general  ") or line.startswith("clap-general ") for line in out)
     from platonic_sdk.adapters import CATALOG
+
     from platonic_sdk.registry import family
 
     for name, entry in CATALOG.items():  # the catalog says what each adapter registers

@@ -7,7 +7,7 @@ import torch
 
 import platonic_sdk as ps
 from platonic_sdk.errors import CheckpointError, PlatonicError, ShapeError
-from platonic_sdk.evaluate.selection import DEFAULT_STRENGTHS, select_addition, select_negation
+from platonic_sdk.evaluate.measure.selection import DEFAULT_STRENGTHS, select_addition, select_negation
 from platonic_sdk.finetune import TaskVector
 from platonic_sdk.finetune.weightspace import named_tensors
 

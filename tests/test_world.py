@@ -100,7 +100,7 @@ def test_captions_only_state_true_attributes() -> None:
 
 
 def test_shipped_zoo_loads_and_reproduces_its_manifest() -> None:
-    from platonic_sdk.zeroshot import accuracy
+    from platonic_sdk.encoding.zeroshot import accuracy
     from platonic_sdk.worlds import zoo
 
     manifest = zoo.read_manifest()

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 import platonic_sdk as ps
-from platonic_sdk import cli, ridge
+from platonic_sdk import ridge
+from platonic_sdk.cli import main as cli
 from platonic_sdk.errors import PlatonicError
 from platonic_sdk.transfer.lora import LoraRouteConfig, fit_lora, lora_recipe
 from platonic_sdk.worlds.image import ImageWorld
@@ -156,7 +157,7 @@ def test_the_cli_and_python_fit_a_zoo_member_with_the_same_recipe(copied, capsys
 
 
 def test_the_demo_takes_the_worlds_strengths_and_recipe_from_its_manifest(tmp_path):
-    from platonic_sdk.demo import demo_config
+    from platonic_sdk.cli.demo import demo_config
     from platonic_sdk.worlds import registry
 
     zoo = tmp_path / "zoo"

@@ -13,8 +13,8 @@ import torch
 from torch import Tensor, nn
 
 from platonic_sdk.io import save_tensors
-from platonic_sdk.protocol import AffineSite, DualEncoder
-from platonic_sdk.tasks import Task, Split
+from platonic_sdk.protocol.encoder import AffineSite, DualEncoder
+from platonic_sdk.tasks import Split, Task
 
 
 class _Media(nn.Module):

@@ -16,18 +16,18 @@ from typing import Any, ClassVar, Iterator
 
 from torch import Tensor
 
-from .. import stack
-from ..binding import Target
 from ..errors import CheckpointError, PlatonicError, ShapeError, check_finite, check_real, check_strength
 from ..io import load_tensors, save_tensors
-from ..protocol import DualEncoder
+from ..protocol import stack
+from ..protocol.binding import Target
+from ..protocol.encoder import DualEncoder
 
 # Edit kinds whose classes live in modules imported on first use (lora_edit imports peft, which takes seconds).
 _DEFERRED_KINDS = {"lora_edit": "platonic_sdk.edits.lora_edit"}
 
 
 class Edit(abc.ABC):
-    """A change to one target, recorded on the target's edit stack (see `platonic_sdk.stack`).
+    """A change to one target, recorded on the target's edit stack (see `platonic_sdk.protocol.stack`).
 
     `remove` works in any order: the weights become the base plus the other applied edits, bit for bit.
     An edit records the `target` it was made for and refuses any other model unless told otherwise.

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from torch import Tensor
 
-from ..binding import Target
 from ..errors import CheckpointError, PlatonicError, ShapeError, check_finite, check_real, check_strength
-from ..protocol import DualEncoder
-from ..stack import Update
+from ..protocol.binding import Target
+from ..protocol.encoder import DualEncoder
+from ..protocol.stack import Update
 from .edit import Edit
 
 if TYPE_CHECKING:  # peft_files imports peft (seconds): loaded when an adapter folder is read or written

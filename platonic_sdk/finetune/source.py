@@ -18,15 +18,15 @@ import attrs
 import torch
 from torch import Tensor, nn
 
-from ..accel import autocast
 from ..descriptor import UTD
+from ..encoding.accel import autocast
+from ..encoding.features import landmarks
 from ..errors import PlatonicError
-from ..features import landmarks
-from ..protocol import DualEncoder
+from ..protocol.encoder import DualEncoder
 from ..spaces import DEFAULT_SPACE
 from ..tasks import Grid, Task
-from ..training.lora_layers import inject_lora
 from ..training.loop import non_negative, positive, seeded, total_steps, train
+from ..training.lora_layers import inject_lora
 from ..training.orthoreg import OrthoReg, Update, dense_reference, dense_updates, lora_updates, pattern
 from .weightspace import TaskVector, named_tensors
 

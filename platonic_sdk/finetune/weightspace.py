@@ -18,11 +18,11 @@ import safetensors.torch
 import torch
 from torch import Tensor, nn
 
-from .. import stack
-from ..binding import Target
 from ..errors import CheckpointError, PlatonicError, ShapeError, check_finite, check_real, check_strength
 from ..io import load_tensors, save_tensors
-from ..stack import EditStack
+from ..protocol import stack
+from ..protocol.binding import Target
+from ..protocol.stack import EditStack
 from .merging import MergeMethod, merge_method, merge_methods, register_merge_method  # noqa: F401  (re-exported)
 
 KIND = "task_vector"

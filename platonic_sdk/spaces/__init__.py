@@ -53,7 +53,7 @@ class DescriptorSpace:
 
 
 _REGISTRY: NamedRegistry[DescriptorSpace] = NamedRegistry(
-    "descriptor space", listing="the spaces are", lazy={name: f"{__name__}.{name}" for name in SPACES}, load_together=True)
+    "descriptor space", listing="the spaces are", lazy={name: f"{__name__}.{name}" for name in SPACES})
 
 
 def register_space(space: DescriptorSpace, *, replace: bool = False) -> DescriptorSpace:
@@ -76,7 +76,7 @@ def check_space(value: object) -> str:
 
 
 def space(name: str) -> DescriptorSpace:
-    """The space `name` (the built-in ones load together on first use, so they list in one order), or check_space's error."""
+    """The space `name` (a built-in one loads on first use), or check_space's error."""
     return _REGISTRY.lookup(check_space(name))
 
 

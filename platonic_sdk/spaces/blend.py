@@ -6,8 +6,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..linalg import confidence_labels, norm_matched, utd
+from ..linalg import utd
 from . import DescriptorSpace, register_space
+from .confidence import confidence_labels
+from .prediction import norm_matched
 
 
 def blend(f_pre: Tensor, f_ft: Tensor, g: Tensor, logit_scale: float | None) -> Tensor:

@@ -62,7 +62,7 @@ class StrengthRule:
 
 
 _REGISTRY: NamedRegistry[StrengthRule] = NamedRegistry(
-    "strength rule", listing="the rules are", lazy={name: f"{__name__}.{name}" for name in STRENGTH_RULES}, load_together=True)
+    "strength rule", listing="the rules are", lazy={name: f"{__name__}.{name}" for name in STRENGTH_RULES})
 
 
 def register_strength_rule(rule: StrengthRule, *, replace: bool = False) -> StrengthRule:
@@ -97,7 +97,7 @@ def _named_rule(value: object, more: str) -> str:
 
 
 def strength_rule(name: str) -> StrengthRule:
-    """The rule `name` ("auto": the default; the built-in rules load together on first use), or check_strength_rule's error."""
+    """The rule `name` ("auto": the default; a built-in rule loads on first use), or check_strength_rule's error."""
     return _REGISTRY.lookup(check_strength_rule(name))
 
 

@@ -18,13 +18,13 @@ import attrs
 import torch
 from torch import Tensor
 
-from ..binding import Target
 from ..descriptor import UTD, Composition
 from ..edits.edit import OperatorEdit
+from ..encoding.features import landmarks, site_features
 from ..errors import GridMismatchError, PlatonicError, check_strength
-from ..features import landmarks, site_features
 from ..linalg import AnchoredSolver, RidgeSolver, anchored_solver, edited_embeddings, ridge_solver, unit_rows
-from ..protocol import DualEncoder
+from ..protocol.binding import Target
+from ..protocol.encoder import DualEncoder
 from ..ridge import ridge_rule
 from ..strength import AUTO, ProbeGrid, fixed_or_rule, strength_rule
 from ..tasks import Grid, anchor_grids

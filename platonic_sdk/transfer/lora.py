@@ -29,15 +29,15 @@ import attrs
 import torch
 from torch import Tensor, nn
 
-from ..accel import Prepared, autocast, autocasts, batch_nbytes, batch_rows, cat_batches, map_tensors
-from ..binding import Target
 from ..descriptor import UTD, Composition
 from ..edits.lora_edit import LoraEdit, media_prefix
+from ..encoding.accel import Prepared, autocast, autocasts, batch_nbytes, batch_rows, cat_batches, map_tensors
+from ..encoding.features import encode_items, landmarks
 from ..errors import GridMismatchError, PlatonicError, ShapeError
-from ..features import encode_items, landmarks
-from ..linalg import relative_ridge
-from ..protocol import DualEncoder
 from ..items import join
+from ..linalg import relative_ridge
+from ..protocol.binding import Target
+from ..protocol.encoder import DualEncoder
 from ..tasks import Grid, anchor_grids
 from ..training.loop import non_negative, positive, total_steps, train
 from ..training.lora_layers import ADAPTER, inject_lora

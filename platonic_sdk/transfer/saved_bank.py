@@ -14,10 +14,10 @@ from typing import Any, Mapping, Sequence
 import attrs
 from torch import Tensor
 
-from ..binding import Target
 from ..edits.edit import OperatorEdit
 from ..errors import CheckpointError, PlatonicError, SpaceMismatchError, check_finite
 from ..io import load_tensors, require, save_tensors
+from ..protocol.binding import Target
 
 KIND = "operator_bank"
 _META = ("target_family", "target_checkpoint", "site_kind", "ridge_a", "ridge_b", "entries")

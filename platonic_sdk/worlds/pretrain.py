@@ -19,9 +19,9 @@ import attrs
 import numpy as np
 import torch
 from torch import Tensor, nn
-from ..progress import progress as progress_bar
 
-from ..protocol import DualEncoder
+from ..progress import progress as progress_bar
+from ..protocol.encoder import DualEncoder
 
 LossKind = Literal["contrastive", "sigmoid"]
 

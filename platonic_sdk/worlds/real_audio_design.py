@@ -22,8 +22,8 @@ from .seeded import stream_key
 # General MIDI programs (0-based) by family: the shipped clips' and the corpus's, disjoint
 SHIPPED_PROGRAMS = {"piano": (0, 4), "organ": (16, 19), "guitar": (24, 26), "bowed strings": (40, 42), "brass": (56, 60),
                     "woodwind": (66, 71)}
-CORPUS_PROGRAMS = {"piano": (1, 2, 3, 5), "organ": (17, 18, 20), "guitar": (25, 27, 28), "bowed strings": (41, 43, 48, 49),
-                   "brass": (57, 58, 59, 61), "woodwind": (65, 68, 70, 73)}
+CORPUS_PROGRAMS = {"piano": (1, 2, 3, 5), "organ": (17, 18, 20), "guitar": (25, 27, 28), "bowed strings": (41, 44, 48, 49),
+                   "brass": (57, 59, 61, 62), "woodwind": (65, 68, 70, 73)}
 LOWEST = 36  # C2: register r covers MIDI pitches 36 + 12 r .. 47 + 12 r
 NOTES_PER_CELL, NOTES_TRAIN = 8, 4  # per (family, register): 4 train + 4 test
 

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from ..atomic import write_text
+from ..data.audio import Waveform
 from ..finetune.source import FinetuneConfig, finetune
 from ..finetune.weightspace import TaskVector
 from ..progress import progress as progress_bar
@@ -69,6 +70,10 @@ MEMBERS = (
     AudioMember("pitch", PITCH, hidden=96, embed_dim=48, seed=2),
     AudioMember("voice_pitch", {"kind": "both", "parts": [VOICE, PITCH]}, hidden=128, embed_dim=96, seed=3),
 )
+# the world's settings where its manifest records none yet (a first build): the real world's ridges and LoRA-route
+# recipe, the paper's strengths, the world's controls
+FIRST_SETTINGS = {"ridge_a": 0.1, "ridge_b": 0.5, "lora": {"lr": 0.003, "epochs": 50}, "addition_strength": 0.5,
+                  "negation_strength": 1.0, "controls": list(RealAudioWorld().controls)}
 PRETRAIN = dict(steps=1200, batch_size=256, lr=2e-3, weight_decay=1e-4)
 FINETUNE = dict(rank=4, lora_alpha=8.0, epochs=20, lr=5e-3, batch_size=32, weight_decay=0.01, logit_scale=1 / 0.07)
 
@@ -128,7 +133,7 @@ def _origin(row: Mapping[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- stage pretrain
 
 
-def corpus(progress: bool = True) -> tuple[list[np.ndarray], list[str], dict[str, list[str]]]:
+def corpus(progress: bool = True) -> tuple[list[Waveform], list[str], dict[str, list[str]]]:
     """(clips, class of each clip, captions of each class): rendered from the Debian packages, never shipped."""
     plan = design.corpus_plan()
     items, names = [], []
@@ -141,7 +146,7 @@ def corpus(progress: bool = True) -> tuple[list[np.ndarray], list[str], dict[str
         names.append(f'{r["sex"]} saying "{r["word"]}"')
     kinds = {**{f: "notes" for f in FAMILIES}, **{d: "drums" for d in DRUMS}}
     captions = {c: [t.format(c) for t in TEMPLATES[kinds.get(c, "speech")]] for c in sorted(set(names))}
-    return items, names, captions
+    return [Waveform(x, RATE) for x in items], names, captions
 
 
 def pretrain(encoder: Any, items: Sequence[Any], names: Sequence[str], captions: Mapping[str, Sequence[str]], seed: int,
@@ -190,9 +195,9 @@ def build(out: Path, names: Sequence[str], stages: Sequence[str], progress: bool
     if "data" in stages:
         build_data(out / "data")
     manifest_path = out / MANIFEST
-    settings = world_spec("real_audio").settings() if (REAL_AUDIO_ZOO_DIR / MANIFEST).is_file() else None
-    _update_manifest(manifest_path, None, {}, world="real_audio", world_seed=0, finetune=dict(FINETUNE),
-                     **({"settings": settings.record()} if settings else {}),
+    known = json.loads((REAL_AUDIO_ZOO_DIR / MANIFEST).read_text()) if (REAL_AUDIO_ZOO_DIR / MANIFEST).is_file() else {}
+    settings = world_spec("real_audio").settings().record() if "settings" in known else FIRST_SETTINGS
+    _update_manifest(manifest_path, None, {}, world="real_audio", world_seed=0, finetune=dict(FINETUNE), settings=settings,
                      pretrain=dict(PRETRAIN, templates={k: list(v) for k, v in TEMPLATES.items()}))
     members = {m.name: m for m in MEMBERS}
     world = RealAudioWorld(seed=0)

@@ -35,7 +35,7 @@ from ..finetune.source import FinetuneConfig, finetune
 from ..finetune.weightspace import TaskVector
 from ..io import save_tensors
 from ..registry import load
-from ..zeroshot import accuracy
+from ..encoding.zeroshot import accuracy
 from .real import (ANIMALS, CARD_TEST, CARD_TRAIN, CLIPART_GROUPS, CONTROL_TRAIN, DATA_DIR, FASHION_TEST, FASHION_TRAIN,
                    FOOD, REAL_ZOO_DIR, SUITS, RealWorld)
 from .seeded import stream_key

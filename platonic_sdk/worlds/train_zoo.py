@@ -23,10 +23,10 @@ import attrs
 import torch
 
 from ..adapters._text import train_tokenizer
+from ..encoding.zeroshot import accuracy
 from ..finetune.source import FinetuneConfig, finetune
 from ..finetune.weightspace import TaskVector
 from ..registry import from_config, load
-from ..zeroshot import accuracy
 from .audio_zoo import AUDIO_ZOO_RECIPE
 from .pretrain import pretrain
 from .registry import world_spec

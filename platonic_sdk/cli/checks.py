@@ -1,0 +1,133 @@
+"""The checks of each `platonic` command that need no model and no dataset: the family's name, the options a
+command requires and how they combine, the files it reads. `cli.main` runs `check(args)` before the command,
+so a usage error answers before any model library loads."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from ..errors import PlatonicError
+from .grid import check_grid
+from .values import parse_terms
+
+
+def check(args: argparse.Namespace) -> None:
+    """The cheapest and most basic facts first, before any model library loads: the family's name (its
+    canonical spelling), then the options the command requires and how they combine."""
+    from ..data.specs import check_task_spec
+    from ..registry import family_name
+
+    if getattr(args, "family", None):
+        args.family = family_name(args.family)
+    _local(getattr(args, "checkpoint", None), "--checkpoint")
+    CHECKS.get(args.command, lambda a: None)(args)
+    for spec in (s for key in ("task", "tasks", "controls") for s in getattr(args, key, None) or ()):
+        check_task_spec(spec)
+
+
+def _require(value: Any, option: str) -> Any:
+    if value in (None, [], ()):
+        raise PlatonicError(f"{option} is required")
+    return value
+
+
+def _one_task(args: argparse.Namespace) -> str:
+    specs = _require(args.task, "--task")
+    if len(specs) != 1:
+        raise PlatonicError(f"{args.command} takes one --task, got {len(specs)}")
+    return specs[0]
+
+
+def _require_all(args: argparse.Namespace, *options: str) -> None:
+    """Each of `options` (e.g. "--family") is given."""
+    for option in options:
+        _require(getattr(args, option.lstrip("-").replace("-", "_")), option)
+
+
+def _file(path: str | None, option: str, kind: str | None = None) -> None:
+    """A file the command reads exists and (`kind`) holds what the option takes, read from its header only: checked
+    before any model loads, whatever the defaults."""
+    if path is None:
+        return
+    if not os.path.isfile(path):
+        raise PlatonicError(f"{option} {path}: " + ("is a folder, not a file" if os.path.isdir(path) else "no such file"))
+    if kind is not None:
+        from ..io import file_kind
+
+        found = file_kind(path)
+        if found != kind:
+            raise PlatonicError(f"{option} {path}: " + (f"holds a {found!r}, not a {kind!r}" if found else "not a file platonic_sdk wrote")
+                                + f" ({option} takes a {kind} file)")
+
+
+def _local(path: str | None, option: str) -> None:
+    """A checkpoint written as a local path (./, ../, / or ~) exists; a hub id is checked where it loads."""
+    if path and path.startswith(("/", "./", "../", "~")) and not os.path.exists(os.path.expanduser(path)):
+        raise PlatonicError(f"{option} {path}: no such file or folder")
+
+
+def _check_finetune(args: argparse.Namespace) -> None:
+    _require_all(args, "--family")
+    _one_task(args)
+    _require_all(args, "--output")
+
+
+def _check_utd(args: argparse.Namespace) -> None:
+    _require_all(args, "--family")
+    _one_task(args)
+    if [bool(args.ft_checkpoint), bool(args.ft_adapter), bool(args.finetune)].count(True) != 1:
+        raise PlatonicError("give exactly one of --ft-checkpoint (a fine-tuned checkpoint or task-vector file), "
+                            "--ft-adapter (a peft LoRA folder) or --finetune (fine-tune here)")
+    _require_all(args, "--output")
+    _local(args.ft_checkpoint, "--ft-checkpoint")
+    if args.ft_adapter and not os.path.isfile(os.path.join(args.ft_adapter, "adapter_config.json")):
+        raise PlatonicError(f"--ft-adapter {args.ft_adapter}: not a peft adapter folder (it holds no adapter_config.json)")
+
+
+def _check_bank(args: argparse.Namespace) -> None:
+    _require_all(args, "--family", "--descriptor", "--output")
+    for path in args.descriptor:
+        _file(path, "--descriptor", "utd")
+
+
+def _check_edit(args: argparse.Namespace) -> None:
+    parse_terms(args)
+    if not args.bank:
+        _require(args.family, "--family (or --bank)")
+        for option, names in (("--add", args.add), ("--negate", args.negate), ("--term", [t.rpartition("=")[0] for t in args.term or ()])):
+            for name in names or ():  # without --bank, a term names a descriptor file
+                _file(name, option, "utd")
+    _file(args.bank, "--bank", "operator_bank")
+    if args.route == "lora":
+        if args.bank:
+            raise PlatonicError("--route lora fits LoRA from descriptor files; --bank holds closed-form operators")
+        if args.ridge_a is not None:
+            raise PlatonicError("--ridge-a is the closed form's; the LoRA route takes the landmark ridge --ridge-b")
+    elif args.adapter_dir:
+        raise PlatonicError("--adapter-dir is written by --route lora")
+    if isinstance(args.strength, str) and (args.bank or args.route == "lora"):
+        raise PlatonicError(f"--strength {args.strength} reads the target's probes on the descriptors' grids: it takes descriptor "
+                            "files and the closed form (a --bank file holds no probes; --route lora takes a number)")
+    if args.bank and (args.ridge_a is not None or args.ridge_b is not None):
+        raise PlatonicError("--bank holds operators already solved with the ridge it records; "
+                            "--ridge-a / --ridge-b apply where the bank is built (platonic bank)")
+    if not (args.output or args.save_model or args.adapter_dir):
+        raise PlatonicError("nothing to write: give --output (the edit) and/or --save-model (the edited checkpoint)")
+
+
+def _check_evaluate(args: argparse.Namespace) -> None:
+    _require_all(args, "--family", "--task")
+    _file(args.edit, "--edit")
+
+
+def _check_demo(args: argparse.Namespace) -> None:
+    """--world names a registered world (its canonical spelling) whose optional packages are installed."""
+    from ..worlds.registry import checked_world
+
+    args.world = checked_world(args.world)
+
+
+CHECKS = {"finetune": _check_finetune, "utd": _check_utd, "bank": _check_bank, "edit": _check_edit, "evaluate": _check_evaluate,
+          "grid": check_grid, "demo": _check_demo}

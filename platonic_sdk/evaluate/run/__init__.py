@@ -1,0 +1,1 @@
+"""Running an experiment: `Experiment` from settings (`experiment`), the runner (`runner`), its guarded run folder, worker processes and ranks."""

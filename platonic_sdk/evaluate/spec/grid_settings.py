@@ -1,0 +1,146 @@
+"""The settings of a grid experiment (`platonic grid`'s options, or a mapping in Python) and every check of them
+that needs no model and no dataset. A light module: the command line checks its options through it before
+any model library loads; `plan.Experiment.from_config` builds the experiment from it."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Callable, Mapping, Sequence
+
+import attrs
+
+from ...data.specs import TaskOptions
+from ...errors import PlatonicError
+from ...strength import rule_or_fixed
+from ...worlds.registry import checked_world
+from .registry import method_name
+from .settings import KINDS
+
+Words = Callable[[str], str]  # a setting's key -> the words its user knows it by (the CLI: its flag)
+
+
+def python_words(key: str) -> str:
+    return key
+
+
+def _names(value: Sequence[str] | None) -> tuple[str, ...] | None:
+    """A list of names (a lone string is refused: it would be read as its letters)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        raise PlatonicError(f"expected a list of names, got the string {value!r}; write [{value!r}]")
+    return tuple(str(v) for v in value)
+
+
+def _mapping(value: Mapping[str, Any] | None) -> dict[str, Any]:
+    return dict(value or {})
+
+
+@attrs.frozen(kw_only=True)
+class GridSettings:
+    """The settings of a grid experiment; None leaves a value to its class's default (or a world's tuned one).
+
+    Where the models come from, one of: `world`'s shipped zoo (`families` of its members, fine-tuned on
+    `tasks`, default its transfer tasks, with its `controls`); `models` ({name: {"family", "checkpoint"}}) with
+    `finetuned` ([{"model", "task", "checkpoint" or "utd"}]) and task specs `tasks` / `controls`; or the
+    registered `benchmark` on `data_root`, `checkpoints` {family: checkpoint} and the fine-tunes folder
+    `finetunes` (default `out`/finetunes; missing ones are made with `recipe`, FinetuneConfig fields).
+    The cells: `kinds` x `groups` (at most `max_cells` each), `methods`, `method_cells` {method: cap}; the
+    strengths (a world's by default), `strength_rule`, `centre` / `anchor` (cell kinds), `space` and `lora`
+    (LoraRouteConfig fields) of CellSettings;
+    the studies: `held_out` (related tasks, then the held-out one; default the world's trio or the
+    benchmark's), `sweep_strengths`, `sweep_cells` and `similarity_probes` (0: every cell / probe), `similarity`.
+    """
+
+    world: str = "image"
+    families: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
+    tasks: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
+    controls: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
+    held_out: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
+    models: dict[str, Any] = attrs.field(factory=dict, converter=_mapping)
+    finetuned: tuple[Mapping[str, str], ...] = attrs.field(default=(), converter=lambda v: tuple(v or ()))
+    benchmark: str | None = None
+    data_root: str | None = None
+    checkpoints: dict[str, str] = attrs.field(factory=dict, converter=_mapping)
+    finetunes: str | None = None
+    out: str | None = None
+    recipe: dict[str, Any] = attrs.field(factory=dict, converter=_mapping)
+    templates: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
+    test_fraction: float = 0.2
+    seed: int = 0
+    world_seed: int = 0
+    train_per_class: int | None = None
+    test_per_class: int | None = None
+    per_class: int = 30
+    grid_seed: int = 0
+    batch_size: int = 64
+    device: str | None = None
+    ridge_a: float | None = None
+    ridge_b: float | None = None
+    kinds: tuple[str, ...] = attrs.field(default=KINDS, converter=_names)
+    groups: tuple[str, ...] = attrs.field(default=("cross-family",), converter=_names)
+    pairing: str = "auto"
+    max_cells: int | None = None
+    methods: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
+    method_cells: dict[str, int | None] = attrs.field(factory=dict, converter=_mapping)
+    addition_strength: float | None = None
+    negation_strength: float | None = None
+    weight_space_strength: float | None = None
+    strength_rule: str | None = None
+    centre: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
+    anchor: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
+    space: str | None = None
+    lora: dict[str, Any] = attrs.field(factory=dict, converter=_mapping)
+    sweep_strengths: tuple[float, ...] | None = None
+    sweep_cells: int | None = None
+    similarity: bool = True
+    similarity_probes: int | None = None
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any]) -> "GridSettings":
+        """The settings of `mapping`'s keys; an unknown key is refused, naming the nearest known one."""
+        known = [f.name for f in attrs.fields(cls)]
+        for key in mapping:
+            if key not in known:
+                near = difflib.get_close_matches(key, known, n=1)
+                raise PlatonicError(f"unknown grid setting {key!r}" + (f" (did you mean {near[0]!r}?)" if near else "")
+                                    + f"; known: {', '.join(known)}")
+        return cls(**mapping)
+
+    def checked(self, say: Words = python_words) -> "GridSettings":
+        """These settings with canonical names, after every check that needs no model and no dataset: the
+        methods, the benchmark or world, and the settings that belong to one source of models only. `say`
+        names a setting in the caller's words."""
+        for name in [*(self.methods or ()), *self.method_cells]:
+            method_name(name)
+        rule_or_fixed(self.strength_rule)
+        if self.benchmark:
+            from ...data.benchmark import benchmark_name  # numpy and the dataset readers: only for a benchmark
+
+            name = benchmark_name(self.benchmark)
+            clash = [say(k) for k in ("tasks", "controls", "models") if getattr(self, k)]
+            if clash:
+                raise PlatonicError(f"benchmark {name} brings its own tasks, controls and families: drop {', '.join(clash)}")
+            if not self.data_root:
+                raise PlatonicError(f"benchmark {name} reads its datasets under {say('data_root')}: give it")
+            if not (self.finetunes or self.out):
+                raise PlatonicError(f"benchmark {name} keeps its fine-tunes in {say('finetunes')} (default: {say('out')}/finetunes): give one")
+            return attrs.evolve(self, benchmark=name)
+        if self.checkpoints or self.finetunes or self.recipe:
+            given = [say(k) for k in ("checkpoints", "finetunes", "recipe") if getattr(self, k)]
+            raise PlatonicError(f"{', '.join(given)}: only a benchmark's run takes these (its checkpoints, fine-tunes and their "
+                                f"recipe); give {say('benchmark')} NAME")
+        if self.models:
+            for name, entry in self.models.items():
+                if not entry.get("family"):
+                    raise PlatonicError(f"{say('models')}: model {name!r} names no family")
+            for entry in self.finetuned:
+                if entry.get("model") not in self.models or not ("utd" in entry or entry.get("checkpoint")):
+                    raise PlatonicError(f"{say('finetuned')}: entry {dict(entry)} needs a model of {say('models')} "
+                                        "and a checkpoint or utd")
+            return self
+        return attrs.evolve(self, world=checked_world(self.world))
+
+    def task_options(self) -> TaskOptions:
+        return TaskOptions(self.data_root, self.templates, self.test_fraction, self.seed, self.world_seed,
+                           self.train_per_class, self.test_per_class)

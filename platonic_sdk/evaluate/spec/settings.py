@@ -1,0 +1,161 @@
+"""What the cell methods read (a light module: the CLI takes its defaults from here)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import attrs
+
+from ...errors import PlatonicError, check_strength
+from ...spaces import DEFAULT_SPACE, SPACES, check_space
+from ...strength import DEFAULT_STRENGTH_RULE, rule_or_fixed
+from .registry import method
+
+KINDS = ("addition", "negation")
+GROUPS = ("same-model", "same-architecture", "cross-family")
+# all but the LoRA route (and the closed form in the other descriptor spaces, closed_form_<space>, which runs on request)
+CACHED = ("zero_shot", "random_utd", "single_a", "single_b", "closed_form", "oracle", "label_reference", "alignment",
+          "alignment_lstsq", "weight_space")
+# every merging method on same-architecture cells, its strength chosen on validation (None on cross-family cells)
+MERGED = tuple(f"weight_space_{m}" for m in ("task_arithmetic", "ties", "dare", "tsv", "iso_c"))
+DEFAULT_METHODS = CACHED + MERGED
+SWEEP_STRENGTHS = tuple(i / 4 for i in range(9))  # the strength sweep: 0, 0.25, ..., 2
+# the strength sweep's methods: every method that transfers descriptors from cached features (the closed form in each
+# space, the oracle, the labelled reference, Random-UTD, the alignment baselines). "lora" added to them sweeps the LoRA
+# route on the cells it ran on: one more fit per cell, and a forward pass of every evaluation set per strength.
+SWEPT = ("closed_form", *(f"closed_form_{s}" for s in SPACES), "oracle", "label_reference", "random_utd", "alignment",
+         "alignment_lstsq")
+DEFAULT_CENTRE = ("negation",)  # kinds whose descriptors are row-centred by default (docs/method.md: measured on seeds 5-7)
+DEFAULT_ANCHOR = ("negation",)  # kinds whose solves anchor the other attributes' probes by default (docs/method.md)
+KIND_CHOICES = {"none": (), "addition": ("addition",), "negation": ("negation",), "all": KINDS}  # --centre / --anchor values
+
+
+def _cell_kinds(_: Any, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
+    if not set(value) <= set(KINDS):
+        raise PlatonicError(f"{attribute.name} lists cell kinds ({', '.join(KINDS)}), got {', '.join(map(str, value))}")
+
+
+@attrs.frozen
+class CellSettings:
+    """Edit strengths (of addition cells, negation cells and weight-space task vectors) and the LoRA route's
+    recipe: `lora` holds LoraRouteConfig fields that differ from its defaults (a world's tuned lr and
+    epochs, the closed form's ridge_b); `seed` seeds the LoRA route and the OrthoReg study's fine-tunes;
+    `centre` lists the kinds whose descriptors are row-centred before the solve (UTD.centred); `anchor`
+    the kinds whose solves hold the probes of the transfer tasks that read other attributes in place
+    (Workspace.anchor_tasks; OperatorBank.operator's anchors); `space` is the descriptor space every
+    descriptor-transferring method and study reads (spaces.SPACES; docs/method.md sec. 15); `strength_rule`
+    (default: the default rule, "auto"; None or "fixed": the fixed strengths) is the rule with which the
+    closed-form cell methods (closed_form, closed_form_<space>, the oracle and the labelled reference) choose
+    each cell's strength from the target, the cell's descriptors and the other transfer tasks' unlabelled probes instead of addition_strength / negation_strength (strength.strength_rule;
+    "auto" is recorded as the default rule's name; docs/method.md sec. 17). Every other method keeps the fixed
+    strengths, and the strength sweep fixes each swept one."""
+
+    addition_strength: float = attrs.field(default=0.5, converter=check_strength)
+    negation_strength: float = attrs.field(default=1.0, converter=check_strength)
+    weight_space_strength: float = attrs.field(default=0.5, converter=check_strength)
+    lora: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+    seed: int = 0
+    centre: tuple[str, ...] = attrs.field(default=DEFAULT_CENTRE, converter=tuple, validator=_cell_kinds)
+    anchor: tuple[str, ...] = attrs.field(default=DEFAULT_ANCHOR, converter=tuple, validator=_cell_kinds)
+    space: str = attrs.field(default=DEFAULT_SPACE, converter=check_space)
+    strength_rule: str | None = attrs.field(default=DEFAULT_STRENGTH_RULE, converter=rule_or_fixed)
+
+    @classmethod
+    def paper(cls, lora: Mapping[str, Any] | None = None, seed: int = 0) -> "CellSettings":
+        """The paper's exact method (`platonic demo|grid --paper`): the affinity UTD (docs/method.md sec. 2), no
+        row-centring, no anchors, fixed strengths 0.5 on addition cells and 1.0 on negation cells; `lora` and
+        `seed` as in the constructor."""
+        return cls(addition_strength=0.5, negation_strength=1.0, lora=lora or {}, seed=seed, centre=(), anchor=(),
+                   space="affinity", strength_rule=None)
+
+    def centres(self, kind: str) -> bool:
+        """Whether cells of `kind` transfer row-centred descriptors."""
+        return kind in self.centre
+
+    def anchors(self, kind: str) -> bool:
+        """Whether the solves of cells of `kind` anchor the other attributes' probes."""
+        return kind in self.anchor
+
+    def strength_of(self, kind: str) -> float:
+        """The closed form's strength on cells of `kind` (addition or negation)."""
+        return self.addition_strength if kind == "addition" else self.negation_strength
+
+    def as_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class CellSelection:
+    """The cells of one kind and group (at most `max_cells`, evenly spread), run with `methods`
+    (None: the experiment's)."""
+
+    kind: str = attrs.field(validator=attrs.validators.in_(KINDS))
+    group: str = attrs.field(default="cross-family", validator=attrs.validators.in_(GROUPS))
+    max_cells: int | None = None
+    methods: tuple[str, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
+
+
+def selections(kinds: Sequence[str] = KINDS, groups: Sequence[str] = ("cross-family",), max_cells: int | None = None) -> tuple[CellSelection, ...]:
+    """Every kind x group, each capped at max_cells."""
+    return tuple(CellSelection(k, g, max_cells) for k in kinds for g in groups)
+
+
+def _floats(value: Sequence[float]) -> tuple[float, ...]:
+    return tuple(float(v) for v in value)
+
+
+@attrs.frozen
+class ExperimentConfig:
+    """What to run: cell selections, cell methods and their settings, and the studies.
+
+    `method_cells` overrides a method's registered cell cap (per kind and group; None: every cell).
+    `sweep_methods` are run at each of `sweep_strengths` on `sweep_cells` cells per kind (`swept`).
+    `held_out` lists related tasks then the held-out task; `orthoreg_tasks` > 0 runs the OrthoReg
+    weight-space study of the first family on that many tasks with `orthoreg_recipe`.
+    """
+
+    cells: tuple[CellSelection, ...] = attrs.field(default=selections(), converter=tuple)
+    pairing: str = "auto"
+    settings: CellSettings = attrs.field(factory=CellSettings)
+    methods: tuple[str, ...] = attrs.field(default=DEFAULT_METHODS, converter=tuple)
+    method_cells: Mapping[str, int | None] = attrs.field(factory=dict, converter=dict)
+    sweep_strengths: tuple[float, ...] = attrs.field(default=SWEEP_STRENGTHS, converter=_floats)
+    sweep_cells: int | None = 200  # per kind, evenly spaced over the cells (None: every cell)
+    sweep_methods: tuple[str, ...] = attrs.field(default=SWEPT, converter=tuple)
+    accumulation: bool = True
+    held_out: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    guarantee: bool = True
+    similarity: bool = True
+    similarity_probes: int | None = 64  # probes per task in the union grid (None: the whole grids)
+    orthoreg_tasks: int = 0
+    orthoreg_recipe: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.cells:
+            raise PlatonicError("an experiment needs at least one cell selection (kind and group)")
+        for name in {*self.methods, *self.method_cells, *(m for s in self.cells for m in s.methods or ()), *self.sweep_methods}:
+            method(name)  # unknown names fail here, listing the registered ones
+        if self.held_out and len(self.held_out) < 2:
+            raise PlatonicError("held_out lists the related tasks then the held-out task (at least two names)")
+        for name in ("sweep_cells", "similarity_probes"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise PlatonicError(f"{name} must be positive, got {value}")
+
+    def cap(self, name: str) -> int | None:
+        return self.method_cells[name] if name in self.method_cells else method(name).max_cells
+
+    def swept(self) -> tuple[str, ...]:
+        """The strength sweep's methods: `sweep_methods` but closed_form_<the settings' space> (closed_form
+        itself) and a capped method the run does not run (it is swept on the cells it ran on)."""
+        run = {m for s in self.cells for m in s.methods or self.methods}
+        return tuple(m for m in self.sweep_methods
+                     if m != f"closed_form_{self.settings.space}" and (self.cap(m) is None or m in run))
+
+    def as_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+def default(cls: type, name: str) -> Any:
+    """The default of attrs class `cls`'s field `name` (so option help and docs quote the class)."""
+    return getattr(attrs.fields(cls), name).default
