@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from platonic_sdk.adapters import lit
+from platonic_sdk.adapters import _frozen, lit
 
 import platonic_sdk as ps
 from platonic_sdk.errors import CheckpointError
@@ -124,7 +124,7 @@ def test_lora_finetune_changes_only_the_head_mlp(tiny):
 def test_missing_text_without_the_text_tower(tiny, monkeypatch):
     enc = copy.deepcopy(tiny)
     enc.text = lit.TextTower({"tower": "minilm"}, {"known": torch.zeros(384)})
-    monkeypatch.setattr(lit, "minilm_files", lambda: (_ for _ in ()).throw(CheckpointError("not installed")))
+    monkeypatch.setattr(_frozen, "minilm_files", lambda: (_ for _ in ()).throw(CheckpointError("not installed")))
     assert enc.text.features(["known"]).shape == (1, 384)
     with pytest.raises(CheckpointError, match="not among the 1 shipped text features"):
         enc.text.features(["unknown prompt"])
