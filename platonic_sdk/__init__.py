@@ -11,6 +11,7 @@ from .version import __version__
 __getattr__, __dir__, __all__ = exports(__name__, {
     ".errors": ["CheckpointError", "GridMismatchError", "NonFiniteError", "NotAffineError", "PlatonicError", "ShapeError",
                 "UnknownFamilyError"],
+    ".data.keep": ["KeepSet"],
     ".descriptor": ["UTD", "Composition", "Term"],
     ".edits": ["Edit", "OperatorEdit"],
     ".protocol": ["AffineSite", "DualEncoder"],
@@ -21,6 +22,7 @@ __getattr__, __dir__, __all__ = exports(__name__, {
 __all__ += ["__version__"]
 
 if TYPE_CHECKING:  # what type checkers and IDEs see
+    from .data.keep import KeepSet
     from .descriptor import UTD, Composition, Term
     from .edits import Edit, OperatorEdit
     from .errors import (

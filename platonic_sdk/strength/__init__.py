@@ -38,12 +38,14 @@ FIXED = "fixed"  # where a rule may be named: no rule, the fixed strengths
 class ProbeGrid:
     """The target's unedited view of one grid: site inputs S (P x q), raw embeddings Z (P x d), landmarks G
     (M x d; unit rows are taken), and `target`, the P x M descriptor the edit should realise there (None on
-    a grid outside the edit, whose probes should not move)."""
+    a grid outside the edit, whose probes should not move). A labelled keep set is viewed the same way, with
+    its items' `labels` (P class indices; budget.py reads them, the label-free rules never do)."""
 
     site_inputs: "Tensor"
     raw_embeddings: "Tensor"
     landmarks: "Tensor"
     target: "Tensor | None" = None
+    labels: "Tensor | None" = None
 
 
 # fn(operator A (d x q), the edit's grids, the bank's other grids) -> the strength c >= 0
@@ -110,3 +112,13 @@ def fixed_or_rule(value: object, what: str = "strength") -> float | str:
         return check_strength_rule(value)
     raise PlatonicError(f"{what} must be a finite real number or a strength rule ({AUTO}, {', '.join(strength_rule_names())}), "
                         f"got {value!r}")
+
+
+def fixed_strength(value: object, lacks: str) -> float:
+    """`value` as a fixed strength; a strength rule ("auto" or a rule's name) is refused in the words given, since what
+    the caller holds `lacks` what a rule reads (e.g. "a saved bank holds operators, not the target's probes"). Light:
+    the command line calls it before any model loads."""
+    if isinstance(value, str):
+        raise PlatonicError(f"strength {value!r} chooses the strength from the target's probes and keep sets, and {lacks}; give a "
+                            "number (e.g. 0.5), or build the edit with OperatorBank(target).edit(descriptor, strength=...)")
+    return check_strength(value)

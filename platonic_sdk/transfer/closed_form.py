@@ -22,11 +22,13 @@ from ..descriptor import UTD, Composition
 from ..edits.edit import OperatorEdit
 from ..encoding.features import landmarks, site_features
 from ..errors import GridMismatchError, PlatonicError, check_strength
+from ..data.keep import KeepSet
 from ..linalg import AnchoredSolver, RidgeSolver, anchored_solver, edited_embeddings, ridge_solver, unit_rows
 from ..protocol.binding import Target
 from ..protocol.encoder import DualEncoder
 from ..ridge import ridge_rule
 from ..strength import AUTO, ProbeGrid, fixed_or_rule, strength_rule
+from ..strength.budget import DEFAULT_BUDGET, DEFAULT_CONFIDENCE, KeptChoice, check_budget, fewest_items, kept_strength, z_score
 from ..tasks import Grid, anchor_grids
 from .saved_bank import SavedBank
 
@@ -69,6 +71,7 @@ class OperatorBank:
         self.binding = Target.of_encoder(target, site.tensors())  # edits bind to the target's base weights
         self._grids: dict[str, GridState] = {}
         self._anchored: dict[tuple[str, tuple[str, ...]], AnchoredSolver] = {}
+        self._keep_views: dict[str, ProbeGrid] = {}
 
     def add_grid(self, grid: Grid) -> GridState:
         """Encode the grid's probes and prompts on the target once and factorise its solve."""
@@ -147,37 +150,103 @@ class OperatorBank:
         state = self.state(grid_id)
         return ProbeGrid(state.site_inputs, state.raw_embeddings, state.landmarks, target)
 
-    def chosen_strength(self, descriptor: UTD | Composition, operator: Tensor, rule: str = AUTO, centre: bool = False,
-                        others: Sequence[Grid] | None = None) -> float:
-        """The strength at which `rule` (strength.strength_rule; "auto": the default rule) folds `operator` as
-        the edit of `descriptor`: it reads the descriptor on its grids (row-centred with `centre`, as the
-        operator was solved) and the unlabelled probes of `others` (None: every other grid added to this bank)."""
+    def keep_view(self, keep: KeepSet) -> ProbeGrid:
+        """What a strength rule reads of a keep set on the target (encoded once): site inputs, raw embeddings and
+        landmarks of its items and prompts, and its labels (None: unlabelled)."""
+        if keep.content not in self._keep_views:
+            S, Z = site_features(self.target, keep.items, self.batch_size, self.progress, cache=True)
+            labels = None if keep.labels is None else torch.as_tensor(keep.labels)
+            self._keep_views[keep.content] = ProbeGrid(S, Z, landmarks(self.target, keep.prompts), labels=labels)
+        return self._keep_views[keep.content]
+
+    def _keep_sets(self, composition: Composition, terms: Mapping[str, Any], others: Sequence[Grid] | None,
+              keep: Sequence[KeepSet] | None) -> tuple[list[KeepSet], list[ProbeGrid]]:
+        """The keep sets of an edit and their views: `keep`, checked; None: the grids of `others` (None: the bank's)
+        outside the edit's own grids. A grid added to the bank is read from its state."""
+        if keep is None:
+            states = [self.add_grid(g) for g in others] if others is not None else list(self._grids.values())
+            states = [s for s in states if s.grid.identity not in terms]
+            return [KeepSet.from_grid(s.grid) for s in states], [self.probe_grid(s.grid.identity) for s in states]
+        kept = list(keep)
+        wrong = [type(k).__name__ for k in kept if not isinstance(k, KeepSet)]
+        if wrong:
+            raise PlatonicError(f"keep= takes KeepSets (KeepSet.from_task, .from_split, .from_grid), got {', '.join(wrong)}")
+        own = sorted({k.name for k in kept} & {t.utd.task for t in composition})
+        if own:
+            raise PlatonicError(f"keep set(s) {', '.join(map(repr, own))} name a task the edit transfers; keep what it must leave alone")
+        added = {(s.grid.content, s.grid.prompts): gid for gid, s in self._grids.items()}
+        views = [self.probe_grid(added[k.items_content, k.prompts]) if (k.items_content, k.prompts) in added else self.keep_view(k)
+                 for k in kept]
+        return kept, views
+
+    def strength_choice(self, descriptor: UTD | Composition, operator: Tensor, rule: str = AUTO, centre: bool = False,
+                        others: Sequence[Grid] | None = None, keep: Sequence[KeepSet] | None = None, budget: float | None = None,
+                        confidence: float | None = None) -> tuple[float, dict[str, Any]]:
+        """(strength, record) at which `rule` folds `operator` as the edit of `descriptor` (read on its grids, row-centred
+        with `centre` as the operator was solved), and what the edit file records of it.
+
+        What the edit must leave alone: `keep` (KeepSet: labelled eval sets of other tasks, or grids); None: the
+        unlabelled probes of `others` (None: every other grid added to this bank). `rule` "auto" spends `budget` accuracy
+        points (DEFAULT_BUDGET) at `confidence` (DEFAULT_CONFIDENCE) on the labelled keep sets (strength.budget.kept_strength;
+        docs/method.md sec. 18) and reads the rest as DEFAULT_STRENGTH_RULE does; a named rule reads every keep set's items
+        as unlabelled probes."""
+        given_budget, given_confidence = budget, confidence
+        budget = DEFAULT_BUDGET if budget is None else check_budget(budget)
+        confidence = DEFAULT_CONFIDENCE if confidence is None else confidence
+        z_score(confidence)
         composition = Composition.of(descriptor)
         terms = (composition.centred() if centre else composition).by_grid()
         task = [self.probe_grid(grid_id, target) for grid_id, (_, target) in terms.items()]
-        states = [self.add_grid(g) for g in others] if others is not None else list(self._grids.values())
-        held = [self.probe_grid(s.grid.identity) for s in states if s.grid.identity not in terms]
+        kept, views = self._keep_sets(composition, terms, others, keep)
+        spends = rule == AUTO and any(k.labelled for k in kept)
+        if not spends and (given_budget is not None or given_confidence is not None):
+            raise PlatonicError("budget= and confidence= are spent on labelled keep sets by strength='auto'; "
+                                + ("keep= holds none (KeepSet.from_task / from_split)" if rule == AUTO else f"rule {rule!r} reads no labels"))
         chosen = strength_rule(rule)
-        value = check_strength(chosen.choose(operator, task, held), f"the strength chosen by rule {rule!r}")
-        if chosen.reads_others and not held:
-            warnings.warn(f"strength rule {chosen.name} weighs what the edit does to the bank's other grids, and none was given: it "
-                          "chose the strength from the edit's own grids alone, which can overshoot; add the grids of tasks the edit "
-                          "should leave alone (OperatorBank.add_grid; platonic edit: --task) or give a number", stacklevel=3)
-        return value
+        if spends:
+            small = [k for k in kept if k.labelled and len(k) < fewest_items(budget, confidence)]
+            if small:
+                warnings.warn(f"keep set(s) {', '.join(f'{k.name!r} ({len(k)} items)' for k in small)}: too few labelled items to show a "
+                              f"drop within {budget:g} points at {confidence:.0%} confidence (that takes {fewest_items(budget, confidence)}); "
+                              "read without their labels, as a grid's probes are", stacklevel=3)
+            addition = all(t.coef > 0 for t in composition)
+            picked = kept_strength(operator, task, views, budget, confidence, chosen.choose, addition)
+        else:
+            picked = KeptChoice(chosen.choose(operator, task, [attrs.evolve(v, labels=None) for v in views]), "held sets", (None,) * len(kept))
+        value = check_strength(picked.strength, f"the strength chosen by rule {rule!r}")
+        if chosen.reads_others and not kept:
+            warnings.warn(f"nothing to keep: strength={rule!r} chose the strength from the edit's own grids alone (the task-only fit), "
+                          "which can overshoot; pass keep=[...] (KeepSet.from_task: labelled eval sets of your other tasks, or "
+                          "KeepSet.from_grid), add the grids of tasks the edit should leave alone (OperatorBank.add_grid), or give a "
+                          "number", stacklevel=3)
+        record = {"rule": rule, "label_free_rule": chosen.name, "strength": value,
+                  "kept": [{**k.record(), **({} if r is None else {"drop": r.drop, "bound": r.bound})} for k, r in zip(kept, picked.readings)]}
+        if spends:
+            record.update(budget=budget, confidence=confidence, stopped_by=picked.stopped_by)
+        return value, record
 
-    def edit(self, descriptor: UTD | Composition, strength: float | str = 0.5, centre: bool = False, anchors: Sequence[Grid] = (),
-             meta: Mapping[str, Any] | None = None) -> OperatorEdit:
+    def chosen_strength(self, descriptor: UTD | Composition, operator: Tensor, rule: str = AUTO, centre: bool = False,
+                        others: Sequence[Grid] | None = None, keep: Sequence[KeepSet] | None = None, budget: float | None = None,
+                        confidence: float | None = None) -> float:
+        """The strength of `strength_choice` alone."""
+        return self.strength_choice(descriptor, operator, rule, centre, others, keep, budget, confidence)[0]
+
+    def edit(self, descriptor: UTD | Composition, strength: float | str = AUTO, centre: bool = False, anchors: Sequence[Grid] = (),
+             meta: Mapping[str, Any] | None = None, *, keep: Sequence[KeepSet] | None = None, budget: float | None = None,
+             confidence: float | None = None) -> OperatorEdit:
         """A deployable edit folding `descriptor`'s operator at `strength` (`centre`: of its row-centred terms;
         `anchors`: grids whose probes must not move; `meta`: free metadata stored with the edit).
 
-        `strength` is a number, or a strength rule that chooses it from the target, the descriptor and the
-        probes of this bank's other grids (`"auto"`: the default rule, strength.DEFAULT_STRENGTH_RULE;
-        or a rule's name; `chosen_strength`). The edit's meta then records `strength_rule`: the rule, the
-        strength it chose and the grids it read. The default rule weighs what the edit does to the other grids'
-        probes: add the grids of tasks the edit should leave alone first; on a bank holding only the edit's
-        grids it is the task-only fit, which overshoots (docs/method.md sec. 17). The default 0.5 is fixed
-        for that reason, where experiments, which hold every transfer task's grid, default to "auto"."""
+        `strength` is a number, or a strength rule that chooses it (`strength_choice`): "auto" (the default, as in
+        experiments) reads what the edit must leave alone, `keep` (KeepSet.from_task / .from_split: labelled eval sets
+        of other tasks, on which it spends `budget` accuracy points at `confidence`; KeepSet.from_grid: unlabelled
+        probes), or without `keep` the probes of this bank's other grids (docs/method.md sec. 17 and 18); a rule's name
+        runs that rule. The edit's meta then records `strength_rule`: the rule, the strength, what was kept and, with
+        labels, the budget, the confidence and each kept set's drop estimate and bound. With nothing to keep the rule
+        is the task-only fit, which overshoots, and says so; `strength=0.5` is the fixed strength of versions before."""
         chosen = fixed_or_rule(strength)
+        if not isinstance(chosen, str) and (keep is not None or budget is not None or confidence is not None):
+            raise PlatonicError(f"keep=, budget= and confidence= are read by a strength rule (strength='auto'); strength={strength!r} is fixed")
         composition = Composition.of(descriptor)
         anchors = anchor_grids(composition.by_grid(), anchors)
         info = {
@@ -197,10 +266,8 @@ class OperatorBank:
         info = {**(meta or {}), **info}
         A = self.operator(composition, centre, anchors)
         if isinstance(chosen, str):
-            value = self.chosen_strength(composition, A, chosen, centre)
-            read = [{"task": s.grid.task, "grid_id": gid} for gid, s in self._grids.items()]
-            info["strength_rule"] = {"rule": chosen, "strength": value, "grids": read}
-            chosen = value
+            chosen, info["strength_rule"] = self.strength_choice(composition, A, AUTO if strength == AUTO else chosen, centre,
+                                                                 keep=keep, budget=budget, confidence=confidence)
         return OperatorEdit(A, chosen, self.site_kind, info, self.binding)
 
     def objective(self, composition: Composition, A: Tensor, strength: float) -> float:

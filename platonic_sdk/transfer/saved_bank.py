@@ -18,8 +18,10 @@ from ..edits.edit import OperatorEdit
 from ..errors import CheckpointError, PlatonicError, SpaceMismatchError, check_finite
 from ..io import load_tensors, require, save_tensors
 from ..protocol.binding import Target
+from ..strength import fixed_strength
 
 KIND = "operator_bank"
+LACKS = "a saved bank holds operators, not the target's probes"  # why a strength rule cannot run on one (strength.fixed_strength)
 _META = ("target_family", "target_checkpoint", "site_kind", "ridge_a", "ridge_b", "entries")
 
 
@@ -69,12 +71,14 @@ class SavedBank:
         return cls(operators, meta["entries"], meta["site_kind"], meta["ridge_a"], meta["ridge_b"], meta["target_family"],
                    meta["target_checkpoint"], Target.from_record(meta.get("target")), meta.get("ridge_why"))
 
-    def edit(self, terms: Sequence[tuple[str, float]], strength: float = 0.5) -> OperatorEdit:
-        """The edit folding sum_l c_l A_l at `strength`, for (label, c_l) terms. A strength rule ("auto") reads the
-        target's probes, which a bank file does not hold: it is refused (OperatorBank.edit takes it)."""
-        if isinstance(strength, str):
-            raise PlatonicError(f"strength={strength!r} reads the target's probes, which a saved bank does not hold; give a number, "
-                                "or build the edit with OperatorBank(target).edit(descriptor, strength=...)")
+    def edit(self, terms: Sequence[tuple[str, float]], strength: float = 0.5, *, keep: Sequence[Any] | None = None) -> OperatorEdit:
+        """The edit folding sum_l c_l A_l at `strength`, for (label, c_l) terms. A strength rule ("auto") and keep sets
+        read the target's probes and items, which a bank file does not hold: they are refused (OperatorBank.edit takes
+        them), so the default stays the fixed 0.5."""
+        if keep is not None:
+            raise PlatonicError("keep= is read on the target model, which a saved bank does not hold; build the edit with "
+                                "OperatorBank(target).edit(descriptor, keep=...)")
+        strength = fixed_strength(strength, LACKS)
         missing = [n for n, _ in terms if n not in self.operators]
         if missing or not terms:
             raise PlatonicError(f"the bank has no operator(s) {missing or '(no terms given)'}; it holds {', '.join(self.operators)}")

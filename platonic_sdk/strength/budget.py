@@ -1,0 +1,164 @@
+"""A strength that spends a budget of accuracy points on labelled keep sets (docs/method.md sec. 18).
+
+A labelled keep set is n items with labels y, seen by the target as site inputs S, raw embeddings Z and landmarks G.
+Folded at strength c, the edit predicts argmax_j (a_ij + c b_ij) with a = Z G^T, b = (S A^T) G^T (G unit rows:
+normalising z + c A s moves no argmax), so every strength's predictions are exact without a forward pass. At c,
+n_down items turn from right to wrong and n_up from wrong to right; the drop in points and its one-sided upper bound
+at confidence q (Bonett and Price's adjusted Wald interval for a difference of paired proportions, z = Phi^-1(q)):
+
+    p_d = (n_down + 1) / (n + 2),   p_u = (n_up + 1) / (n + 2)
+    drop(c)  = 100 (p_d - p_u)
+    bound(c) = drop(c) + 100 z sqrt((p_d + p_u - (p_d - p_u)^2) / (n + 2))
+
+The pseudo-counts keep the bound honest where nothing flipped: n items show a drop within B points only when
+100 z sqrt(2) / (n + 2) <= B (`fewest_items`). The strength is the last one of `strengths` before the first at which
+any kept set's bound exceeds the budget, never past `cap`. Stopping at the first crossing, not at the last strength
+under the budget, is what the confidence rests on: for a drop that grows with c past the budget at c_B, stopping past
+a strength c' > c_B needs the bound to read under the budget at that one fixed c', which happens with probability at
+most 1 - q; so with confidence q the drop on each kept set is at most the budget.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+from typing import Sequence
+
+import attrs
+import torch
+from torch import Tensor
+
+from ..errors import PlatonicError, check_strength
+from ..linalg import unit_rows
+from . import ProbeGrid, RuleFn
+from .first_order import fitted
+
+DEFAULT_BUDGET = 3.0  # accuracy points a kept set may lose: every world's addition limit
+DEFAULT_CONFIDENCE = 0.84  # z = 1 (docs/method.md sec. 18)
+STEP = 1 / 64  # the strengths searched: 0, STEP, 2 STEP, ..., SEARCH_END
+SEARCH_END = 4.0
+SEARCH = tuple(k * STEP for k in range(round(SEARCH_END / STEP) + 1))
+_CHUNK = 1 << 22  # logits held at once (strengths x items x classes)
+
+
+def z_score(confidence: float) -> float:
+    """z = Phi^-1(confidence), the one-sided normal quantile; confidence strictly between 0.5 and 1."""
+    q = check_strength(confidence, "confidence")
+    if not 0.5 < q < 1.0:
+        raise PlatonicError(f"confidence is a probability between 0.5 and 1 (e.g. 0.84), got {confidence!r}")
+    return NormalDist().inv_cdf(q)
+
+
+def check_budget(budget: float) -> float:
+    """`budget` as a positive number of accuracy points, or PlatonicError."""
+    points = check_strength(budget, "budget")
+    if points <= 0:
+        raise PlatonicError(f"budget is the accuracy points a kept set may lose, a positive number; got {budget!r}")
+    return points
+
+
+def fewest_items(budget: float, confidence: float) -> int:
+    """The fewest labelled items whose bound can read within `budget` points at all: 100 z sqrt(2) / (n + 2) <= budget."""
+    return max(1, math.ceil(100 * z_score(confidence) * math.sqrt(2) / check_budget(budget)) - 2)
+
+
+def predictions(view: ProbeGrid, A: Tensor, strengths: Sequence[float]) -> Tensor:
+    """Predicted class of every item (C x n, long) at each strength: argmax_j (a_ij + c b_ij), exact in float64."""
+    S, Z, G = (m.detach().cpu().double() for m in (view.site_inputs, view.raw_embeddings, view.landmarks))
+    G = unit_rows(G)
+    a, b = Z @ G.T, (S @ A.detach().cpu().double().T) @ G.T
+    c = torch.as_tensor(strengths, dtype=torch.float64)
+    block = max(1, _CHUNK // max(1, a.numel()))
+    return torch.cat([(a + c[i:i + block, None, None] * b).argmax(dim=2) for i in range(0, len(c), block)])
+
+
+def flips(view: ProbeGrid, A: Tensor, strengths: Sequence[float]) -> tuple[Tensor, Tensor]:
+    """(n_down, n_up) per strength (C each): items right unedited and wrong at c, and wrong unedited and right at c."""
+    if view.labels is None:
+        raise PlatonicError("a keep set without labels has no accuracy to lose; flips reads labelled keep sets")
+    labels = torch.as_tensor(view.labels, dtype=torch.long).reshape(1, -1)
+    right = predictions(view, A, [0.0, *strengths]) == labels
+    before, after = right[:1], right[1:]
+    return (before & ~after).sum(dim=1), (~before & after).sum(dim=1)
+
+
+def drop_bound(down: Tensor, up: Tensor, n: int, z: float) -> tuple[Tensor, Tensor]:
+    """(drop, bound) in points per strength from the flip counts of n items (module docstring)."""
+    p_d, p_u = (down.double() + 1) / (n + 2), (up.double() + 1) / (n + 2)
+    drop = p_d - p_u
+    spread = torch.sqrt((p_d + p_u - drop ** 2).clamp_min(0) / (n + 2))
+    return 100 * drop, 100 * (drop + z * spread)
+
+
+def first_crossing(bounds: Tensor, budget: float) -> int:
+    """Index of the last strength before the first whose bound (K sets x C strengths) exceeds `budget` in any set;
+    the last index when none does, -1 when the first strength already does."""
+    over = (bounds > budget).any(dim=0).nonzero()
+    return int(over[0]) - 1 if len(over) else bounds.shape[1] - 1
+
+
+@attrs.frozen
+class KeptReading:
+    """One labelled keep set at the chosen strength: the drop's estimate and its upper bound, in points."""
+
+    drop: float
+    bound: float
+
+
+@attrs.frozen
+class BudgetChoice:
+    """The strength the budget rule chose, what stopped it ("budget": a kept set's bound; "cap"; "search end": the
+    last strength searched), and each labelled keep set's reading there (in the order given)."""
+
+    strength: float
+    stopped_by: str
+    readings: tuple[KeptReading, ...]
+
+
+def budget_strength(A: Tensor, keep: Sequence[ProbeGrid], budget: float, confidence: float, cap: float | None = None,
+                    strengths: Sequence[float] = SEARCH) -> BudgetChoice:
+    """The largest of `strengths` (ascending, from 0) below the first at which any labelled keep set's bound exceeds
+    `budget` points at `confidence`, and not past `cap` (module docstring); each set's reading there."""
+    if not keep:
+        raise PlatonicError("the budget rule reads labelled keep sets; none was given")
+    budget = check_budget(budget)
+    z = z_score(confidence)
+    searched = [c for c in strengths if cap is None or c <= cap]
+    if not searched or searched[0] != 0:
+        raise PlatonicError("the strengths searched start at 0")
+    curves = [drop_bound(*flips(view, A, searched), len(view.labels), z) for view in keep]
+    at = first_crossing(torch.stack([bound for _, bound in curves]), budget)
+    stopped = "budget" if at < len(searched) - 1 else "cap" if cap is not None and cap < strengths[-1] else "search end"
+    at = max(at, 0)
+    readings = tuple(KeptReading(float(drop[at]), float(bound[at])) for drop, bound in curves)
+    return BudgetChoice(float(searched[at]), stopped, readings)
+
+
+@attrs.frozen
+class KeptChoice:
+    """The strength chosen for an edit's keep sets, what stopped it ("budget": a labelled set's bound; "task-only
+    fit": an addition's cap; "held sets": the label-free rule over the sets read without labels; "search end"), and
+    per keep set (in the order given) its reading at that strength, or None where it was read without labels."""
+
+    strength: float
+    stopped_by: str
+    readings: tuple[KeptReading | None, ...]
+
+
+def kept_strength(A: Tensor, task: Sequence[ProbeGrid], kept: Sequence[ProbeGrid], budget: float, confidence: float, hold: RuleFn,
+                  addition: bool) -> KeptChoice:
+    """The default rule with keep sets (docs/method.md sec. 18): c = budget_strength over the labelled sets large enough to
+    read the budget (`fewest_items`), searched up to min(hold(A, task, the others), the task-only fit on additions); the
+    others (grids, and labelled sets too small) are read by the label-free rule `hold` as unlabelled probes. Without a
+    labelled set, hold(A, task, kept)."""
+    need = fewest_items(budget, confidence)
+    read = [k.labels is not None and len(k.labels) >= need for k in kept]
+    held = [k for k, r in zip(kept, read) if not r]
+    if not any(read):
+        return KeptChoice(hold(A, task, held), "held sets", (None,) * len(kept))
+    caps = ([(hold(A, task, held), "held sets")] if held else []) + ([(fitted(A, task, ()), "task-only fit")] if addition else [])
+    cap, why = min(caps) if caps else (None, "search end")
+    choice = budget_strength(A, [k for k, r in zip(kept, read) if r], budget, confidence, cap)
+    readings = iter(choice.readings)
+    return KeptChoice(choice.strength, why if choice.stopped_by == "cap" else choice.stopped_by,
+                      tuple(next(readings) if r else None for r in read))
