@@ -25,7 +25,7 @@ from __future__ import annotations
 import zlib
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import attrs
 import numpy as np
@@ -146,6 +146,9 @@ class RealWorld(SeededWorld):
 
     specs = TASK_SPECS
     kind = "real"
+    # a replicate (evaluate/measure/replicates.py) probes this many of each class's train items, fine-tunes on the rest
+    replicate_probes: ClassVar[int] = 15
+    resplit_items: ClassVar[str] = "garments'"  # what `resplit` redraws
 
     seed: int = 0
     train_per_class: int = FASHION_TRAIN

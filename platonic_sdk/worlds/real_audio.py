@@ -10,12 +10,13 @@ Clips (shipped in `zoo_real_audio/data/`, origin and licences in `zoo_real_audio
 Members (`zoo_real_audio/`, family `lit-audio`, adapters/lit_audio.py): frozen pretrained audio trunks
 (resemblyzer's speaker LSTM, CREPE-tiny's pitch network, and both) and a frozen MiniLM sentence encoder,
 with small heads trained contrastively on a corpus rendered from the same packages (other instruments,
-voices, words and drums than the shipped clips) whose captions name instrument families, drums, the
-speaker's sex and the word said, but never a note's register or a digit.
+speakers and drums than the shipped clips) whose captions name instrument families, drums, the speaker's
+sex and the word said (the digits among them, spoken clean), but never a note's register.
 
-Tasks read what those captions never named. The register of a note and its instrument family label the
-same clips two ways (`note_register`, `note_family`). The digits are heard through a telephone band
-(`digits_telephone`), under noise (`digits_noisy`), and both at once (`digits_telephone_noisy`, the
+Tasks: the register of a note, which no caption named (the trunks hear pitch; the heads were never told
+its names), and its instrument family, labelling the same clips two ways (`note_register`,
+`note_family`); the digits moved off the clean speech the heads learnt them on, heard through a telephone
+band (`digits_telephone`), under noise (`digits_noisy`), and both at once (`digits_telephone_noisy`, the
 held-out member of the trio). Controls read what no task reads: the kind of drum, and whether a man or a
 woman speaks.
 """
@@ -26,7 +27,7 @@ import json
 import zlib
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import attrs
 import numpy as np
@@ -70,7 +71,7 @@ def telephone(x: np.ndarray) -> np.ndarray:
     return (y * np.sqrt((x.astype(np.float64) ** 2).mean() / max((y**2).mean(), 1e-20))).astype(np.float32)
 
 
-def noisy(x: np.ndarray, snr_db: float = 0.0) -> np.ndarray:
+def noisy(x: np.ndarray, snr_db: float = 5.0) -> np.ndarray:
     """White noise at `snr_db` below the clip's loud part (RMS 0.1 as shipped), drawn from the clip's own bytes
     (the same clip, the same noise)."""
     rng = np.random.default_rng(zlib.crc32(np.ascontiguousarray(x).tobytes()))
@@ -105,7 +106,7 @@ TASK_SPECS: dict[str, RealAudioTaskSpec] = {
         RealAudioTaskSpec("digits_telephone", "speech", "digit", DIGITS, 'a voice saying "{}".', telephone,
                           "spoken digits through a telephone band (400-2400 Hz)"),
         RealAudioTaskSpec("digits_noisy", "speech", "digit", DIGITS, 'a voice saying "{}".', noisy,
-                          "spoken digits under white noise as loud as the speech"),
+                          "spoken digits under white noise 5 dB below the speech"),
         RealAudioTaskSpec("digits_telephone_noisy", "speech", "digit", DIGITS, 'a voice saying "{}".', telephone_noisy,
                           "spoken digits through a noisy telephone line (the held-out member of the trio)"),
         RealAudioTaskSpec("control_drums", "drums", "drum", DRUMS, "the sound of a {}.", None, "control: kind of drum"),
@@ -153,6 +154,10 @@ class RealAudioWorld(SeededWorld):
 
     specs = TASK_SPECS
     kind = "real_audio"
+    # a replicate (evaluate/measure/replicates.py) probes this many of each class's train clips, fine-tunes on the rest
+    # (the smallest pool: 16 train clips per instrument family)
+    replicate_probes: ClassVar[int] = 8
+    resplit_items: ClassVar[str] = "clips'"  # what `resplit` redraws: every pool
 
     seed: int = 0
     train_per_class: int | None = None
