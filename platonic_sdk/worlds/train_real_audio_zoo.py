@@ -64,11 +64,11 @@ class AudioMember:
 
 
 VOICE = {"kind": "voice", "weights": "package"}
-PITCH = {"kind": "pitch", "capacity": "tiny", "hop": 1600, "weights": "package"}
+PITCH = {"kind": "pitch", "capacity": "tiny", "hop": 3200, "pool": 5, "weights": "package"}
 MEMBERS = (
-    AudioMember("voice", VOICE, hidden=96, embed_dim=64, seed=1),
-    AudioMember("pitch", PITCH, hidden=96, embed_dim=48, seed=2),
-    AudioMember("voice_pitch", {"kind": "both", "parts": [VOICE, PITCH]}, hidden=128, embed_dim=96, seed=3),
+    AudioMember("voice", VOICE, hidden=64, embed_dim=64, seed=1),
+    AudioMember("pitch", PITCH, hidden=64, embed_dim=48, seed=2),
+    AudioMember("voice_pitch", {"kind": "both", "parts": [VOICE, PITCH]}, hidden=96, embed_dim=96, seed=3),
 )
 # the world's settings where its manifest records none yet (a first build): the real world's ridges and LoRA-route
 # recipe, the paper's strengths, the world's controls
