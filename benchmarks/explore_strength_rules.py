@@ -1,12 +1,8 @@
-"""Variants of the off-task strength rule on the default's development seeds, estimated (method page sec. 15.1,
-rounds 2 and 3): each variant's strength is computed exactly per cell on the replicate's workspace; the cell's
-accuracies at that strength are interpolated on its sweep in `--space` (blend by default) from an earlier
-`decide_default.py --json` run. An estimate, not a measurement: the protocol measures its candidates exactly. It runs
-low where a rule chooses more than the sweep's last strength (2: read there), and it reads the labelled reference at
-the variant's strength, not at the strength the rule gives the reference's own descriptor, so criterion 3's per-task
-share is only indicative. The variants are strength-rule plug-ins (`register_strength_rule`) beside the built-in
-`least_squares` (the task-only fit: what "auto" reads on a bank that holds no grid outside the edit) and
-`least_squares_off_task` (the default rule):
+"""Variants of the off-task strength rule, estimated on a decision run's sweeps and judged by a protocol's criteria
+(docs/method.md sec. 15.1, rounds 2 and 3; the estimate is platonic_sdk/evaluate/decide/estimate.py: each variant's
+strength computed exactly per cell, the cell's accuracies interpolated at it on the sweep of `--space`). An estimate,
+not a measurement: the protocol measures its candidates exactly. The variants are strength-rule plug-ins
+(`register_strength_rule`) beside the built-in `least_squares` (the task-only fit) and `least_squares_off_task`:
 
     centred_off_task   the fit reads only row-centred changes and descriptors (what an argmax sees)
     balanced_off_task  the other grids' penalty averaged over them, times the task's grids (a bigger bank lowers nothing)
@@ -16,17 +12,16 @@ share is only indicative. The variants are strength-rule plug-ins (`register_str
     other_prompts_off_task  only the other grids' affinities to prompts the task does not name are held (a
                        grid asking the task's own question on other inputs is left free)
 
-    python benchmarks/explore_strength_rules.py --read DEV CONFIRM    # the --json files of decide_default.py's runs
+    python benchmarks/explore_strength_rules.py benchmarks/protocols/round_3.json --read DEV   # DEV: the runner's --json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
+import attrs
 import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -71,77 +66,69 @@ def register_variants() -> None:
         register_strength_rule(StrengthRule(name, lambda A, t, o, options=options: fit(A, t, o, **options)), replace=True)
 
 
-def strengths(world: str, seed: int, max_cells: int, space: str) -> dict[str, dict[str, float]]:
-    """Per cell key, each variant's strength for the closed form in `space` of the cell (leak_off_task: the other grids'
-    targets are the cell's sources' changes there, signed and centred as the edit's)."""
-    from bench_frontier import cells as grid_cells
-
+def leak_strengths(ws: Any, cell: Any, protocol: Any, space: str) -> dict[str, float]:
+    """The LEAKS rules' strengths for the cell's closed form in `space`: the other grids' targets are the cell's sources'
+    own changes there (their descriptors in `space` on those grids), signed and centred as the edit's."""
     from platonic_sdk import spaces
-    from platonic_sdk.descriptor import Composition
-    from platonic_sdk.evaluate.measure.cells import cell_solve
-    from platonic_sdk.evaluate.measure.replicates import replicate_workspace
-    from platonic_sdk.evaluate.spec.settings import CellSettings
+    from platonic_sdk.evaluate.decide.estimate import cell_edit
     from platonic_sdk.linalg import unit_rows
     from platonic_sdk.strength import strength_rule
 
-    def change_on(ws, family, task, grid_task):  # the source fine-tune's descriptor on another task's grid
+    def change_on(family, task, grid_task):  # the source fine-tune's descriptor on another task's grid
         state = ws.grid_state(family, grid_task)
         scale = ws.models[family].logit_scale if spaces.space(space).needs_logit_scale else None
         return spaces.space_descriptor(space, unit_rows(state.raw_embeddings), ws.finetuned_rows(family, task, grid_task), state.landmarks, scale)
 
-    ws, _ = replicate_workspace(world, seed, progress=False)
-    settings, out = CellSettings(space=space), {}
-    for cell in grid_cells(ws, max_cells):
-        sign, centre = (1.0 if cell.kind == "addition" else -1.0), settings.centres(cell.kind)
-        terms = list(zip(cell.sources, cell.tasks))
-        A = sign * sum(ws.operator(cell.target, s, t, **cell_solve(ws, cell, settings, t)) for s, t in terms)
-        descriptor = Composition.of(sum((sign * ws.descriptor(s, t, space) for s, t in terms[1:]), sign * ws.descriptor(*terms[0], space)))
-        bank, rest = ws.bank(cell.target), [t for t in ws.transfer_tasks if t not in cell.tasks]
-        out[cell.key] = {v: bank.chosen_strength(descriptor, A, v, centre, [ws.grid_state(cell.target, t).grid for t in rest])
-                         for v in VARIANTS if v not in LEAKS}
-        task = [bank.probe_grid(ws.grid(t).identity, (descriptor.centred() if centre else descriptor).by_grid()[ws.grid(t).identity][1])
-                for t in dict.fromkeys(cell.tasks)]
-        leaks = [sum(sign * change_on(ws, s, t, other) for s, t in terms) for other in rest]
-        others = [bank.probe_grid(ws.grid(o).identity, (m - m.mean(dim=1, keepdim=True)) if centre else m) for o, m in zip(rest, leaks)]
-        out[cell.key].update({v: strength_rule(v).choose(A, task, others) for v in LEAKS})
-    return out
-
-
-def estimated(records: Sequence[dict[str, Any]], chosen: dict[str, dict[str, float]], variant: str, space: str) -> list[dict[str, Any]]:
-    """Candidate records (decide_default's shape) with each cell's accuracies interpolated at the variant's strength
-    on the cell's `space` and labelled-reference sweeps (strengths past the sweep's end read its last point)."""
-    at = lambda r, c: {k: float(np.interp(c, r["strengths"], v)) for k, v in r["accuracy"].items()}  # noqa: E731
-    swept = {r["key"]: r for r in records if r["method"] == f"closed_form_{space}"}
-    reference = {r["key"]: r for r in records if r["method"] == "label_reference"}
-    return [{"key": k, "kind": r["kind"], "tasks": r["tasks"], "controls": r["controls"], "zero_shot": r["zero_shot"],
-             "closed_form": at(r, chosen[k][variant]), "label_reference": at(reference[k], chosen[k][variant])}
-            for k, r in swept.items() if k in chosen]
+    edit, bank = cell_edit(ws, cell, protocol, space), ws.bank(cell.target)
+    rows = (lambda m: m - m.mean(dim=1, keepdim=True)) if edit.centre else (lambda m: m)
+    terms = (edit.descriptor.centred() if edit.centre else edit.descriptor).by_grid()
+    task = [bank.probe_grid(ws.grid(t).identity, terms[ws.grid(t).identity][1]) for t in dict.fromkeys(cell.tasks)]
+    others = [bank.probe_grid(ws.grid_state(cell.target, o).grid.identity,
+                              rows(sum(edit.sign * change_on(s, t, o) for s, t in zip(cell.sources, cell.tasks))))
+              for o in edit.others]
+    return {v: strength_rule(v).choose(edit.operator, task, others) for v in LEAKS}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--read", nargs="+", required=True, metavar="PATH", help="decide_default.py --json files (their sweeps)")
-    parser.add_argument("--worlds", default="image,audio,real")
-    parser.add_argument("--max-cells", type=int, default=20)
+    parser.add_argument("protocol", help="the protocol whose criteria judge the variants (its frontiers must include --space)")
+    parser.add_argument("--read", nargs="+", required=True, metavar="PATH", help="the decision runner's --json outputs (their sweeps)")
+    parser.add_argument("--seeds", default="development", help="which of the protocol's seeds the files hold (development, confirmation, all)")
     parser.add_argument("--space", default="blend", help="the descriptor space whose closed form the rules fold (its sweep is read)")
     args = parser.parse_args()
-    import decide_default
 
     from platonic_sdk.encoding.feature_store import caching
+    from platonic_sdk.errors import PlatonicError
+    from platonic_sdk.evaluate.decide.estimate import estimated_points, rule_strengths
+    from platonic_sdk.evaluate.decide.figures import figures
+    from platonic_sdk.evaluate.decide.judge import judge
+    from platonic_sdk.evaluate.decide.measure import cross_family_cells
+    from platonic_sdk.evaluate.decide.protocol import Candidate, load_protocol
+    from platonic_sdk.evaluate.decide.runner import read_runs
+    from platonic_sdk.evaluate.decide.tables import candidates_table
+    from platonic_sdk.evaluate.measure.replicates import replicate_workspace
 
     register_variants()
-    worlds = args.worlds.split(",")
-    runs = {w: [run for path in args.read for run in json.loads(Path(path).read_text())["runs"][w]] for w in worlds}
+    protocol = load_protocol(args.protocol)
+    if args.space not in protocol.frontiers:
+        raise PlatonicError(f"the protocol sweeps {', '.join(protocol.frontiers)}, not --space {args.space}")
+    runs, _ = read_runs(args.read, protocol, protocol.stage_seeds(args.seeds))
+    variants = attrs.evolve(protocol, candidates=tuple(Candidate(args.space, v) for v in VARIANTS), chosen=None)
+    plain = [v for v in VARIANTS if v not in LEAKS]
     with caching():
-        for w in worlds:
-            for run in runs[w]:
-                chosen = strengths(w, run["seed"], args.max_cells, args.space)
-                run["points"] = {f"{args.space}/{v}": estimated(run["sweep"], chosen, v, args.space) for v in VARIANTS}
-                print(f"{w} seed {run['seed']}: median strength " + ", ".join(
+        for world, held in runs.items():
+            for run in held:
+                ws, _ = replicate_workspace(world, run["seed"])
+                chosen = {c.key: {**rule_strengths(ws, c, protocol, args.space, plain), **leak_strengths(ws, c, protocol, args.space)}
+                          for c in cross_family_cells(ws, protocol.cells_per_kind)}
+                run["points"] = {f"{args.space}/{v}": estimated_points(protocol, run["sweep"], {k: c[v] for k, c in chosen.items()}, args.space)
+                                 for v in VARIANTS}
+                print(f"{world} seed {run['seed']}: median strength " + ", ".join(
                     f"{v} {np.median([c[v] for c in chosen.values()]):.2f}" for v in VARIANTS), flush=True)
-    table = {w: {f"{args.space}/{v}": decide_default.judge(w, runs[w], f"{args.space}/{v}") for v in VARIANTS} for w in worlds}
-    print(f"\nEstimated (interpolated on the {args.space} sweeps), cells pooled over seeds " + ", ".join(str(r["seed"]) for r in runs[worlds[0]]) + ":\n")
-    print(decide_default.markdown(table, worlds))
+    table = figures(variants, runs)
+    print(f"\nEstimated (interpolated on the {args.space} sweeps), cells pooled over seeds "
+          + ", ".join(str(r["seed"]) for r in runs[protocol.worlds[0]]) + ":\n")
+    print(candidates_table(variants, table, judge(variants, table)))
 
 
 if __name__ == "__main__":

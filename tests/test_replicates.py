@@ -1,11 +1,14 @@
-"""Replicates (evaluate/replicates.py): the real world's seeds redraw its garments' train/test split, and a
-replicate's fine-tunes never see a probe or a test item."""
+"""Replicates (evaluate/measure/replicates.py): the real world's seeds redraw its garments' train/test split, a
+replicate's fine-tunes never see a probe or a test item, and the grid's --world-seed draws the replicate."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from platonic_sdk.evaluate.measure.replicates import REAL_PROBES_PER_CLASS, _without
+from platonic_sdk.errors import PlatonicError
+from platonic_sdk.evaluate.measure.replicates import REAL_PROBES_PER_CLASS, _without, replicate_workspace
+from platonic_sdk.evaluate.run.experiment import Experiment
 from platonic_sdk.tasks import item_fingerprint
 from platonic_sdk.worlds.real import FASHION_TEST, FASHION_TRAIN, RealWorld, read_images
 
@@ -48,3 +51,26 @@ def test_replicate_fine_tunes_hold_out_the_probes():
     assert len(rest.train) == (FASHION_TRAIN - REAL_PROBES_PER_CLASS) * 10
     assert [int(y) for y in rest.train.labels] == [int(whole.task(name).train.labels[i]) for i, x in
                                                    enumerate(whole.task(name).train.items) if item_fingerprint(x) not in probes]
+
+
+def test_the_grid_draws_the_real_worlds_replicate_at_its_world_seed():
+    """`platonic grid --world real --world-seed 24` (GridSettings -> Experiment.from_config) draws replicate 24 as the
+    protocol does: the resplit garments' test items, 15 probes per class, sources fine-tuned anew; seed 0 stays the
+    shipped world and zoo. Two seeds give different figures."""
+    settings = {"world": "real", "families": ["lit_s"], "tasks": ["fashion_inverted", "fashion_tinted"]}
+    shipped = Experiment.from_config({**settings, "world_seed": 0}).workspace
+    replicate = Experiment.from_config({**settings, "world_seed": 24})
+    ws = replicate.workspace
+    assert replicate.describe["world"].startswith("real, replicate 24") and "15 probes per class" in replicate.describe["replicate"]
+    drawn = RealWorld(seed=24, train_per_class=REAL_PROBES_PER_CLASS, resplit=True)
+    for name in settings["tasks"]:
+        assert _ids(ws.tasks[name].test) == _ids(drawn.task(name).test) != _ids(shipped.tasks[name].test)
+        assert _ids(ws.tasks[name].train) == _ids(drawn.task(name).train)
+    zero_shot = {seed: w.accuracies("lit_s", settings["tasks"]) for seed, w in ((0, shipped), (24, ws))}
+    finetuned = {seed: [w.finetuned_accuracy("lit_s", t) for t in settings["tasks"]] for seed, w in ((0, shipped), (24, ws))}
+    assert zero_shot[0] != zero_shot[24] and finetuned[0] != finetuned[24]
+
+
+def test_a_real_replicate_needs_train_items_left_for_its_fine_tunes():
+    with pytest.raises(PlatonicError, match=r"train_per_class must lie in 1\.\.29, got 30"):
+        replicate_workspace("real", 3, train_per_class=FASHION_TRAIN)

@@ -9,15 +9,16 @@ what share of its gain each method reaches.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import Tensor
 
 from ...descriptor import UTD
 from ...errors import ShapeError
+from ...spaces import check_space
 from ...tasks import Grid
-from ..spec.settings import CellSettings
+from ..plan.settings import CellSettings
 from .cells import Cell, cell_solve, rule_folded
 from .workspace import Workspace
 
@@ -39,12 +40,26 @@ def probe_labels(ws: Workspace, task: str) -> torch.Tensor:
     return torch.as_tensor(ws.tasks[task].train.labels)[list(grid.probe_ids)]
 
 
-def label_reference(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
-    """The closed form fed label descriptors, each norm-matched to the term's transferred descriptor (in the
-    settings' space, centred when the kind centres), at the closed form's strength (the settings' strength rule
-    choosing it from the label descriptors, where it has one)."""
-    terms = [reference_term(ws, cell.target, source, task, **cell_solve(ws, cell, settings, task)) for source, task in zip(cell.sources, cell.tasks)]
+def label_reference(ws: Workspace, cell: Cell, settings: CellSettings, *, norm_space: str | None = None) -> dict[str, float]:
+    """The closed form fed label descriptors, each norm-matched to the term's transferred descriptor (in
+    `norm_space`, None: the settings' space; centred when the kind centres), at the closed form's strength (the
+    settings' strength rule choosing it from the label descriptors, where it has one)."""
+    def solve(task: str) -> dict[str, Any]:
+        options = cell_solve(ws, cell, settings, task)
+        return {**options, "space": check_space(norm_space) if norm_space is not None else options["space"]}
+
+    terms = [reference_term(ws, cell.target, source, task, **solve(task)) for source, task in zip(cell.sources, cell.tasks)]
     return rule_folded(ws, cell, settings, [op for op, _ in terms], [reference for _, reference in terms])
+
+
+def label_reference_in(norm_space: str) -> Callable[[Workspace, Cell, CellSettings], dict[str, float]]:
+    """The labelled reference as a cell method whose norms match descriptors in `norm_space` whatever the settings'
+    space: a fixed yardstick for methods in different spaces (the decision protocol's frontier, docs/method.md sec. 15.1)."""
+    check_space(norm_space)
+
+    def fn(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
+        return label_reference(ws, cell, settings, norm_space=norm_space)
+    return fn
 
 
 def reference_term(ws: Workspace, target: str, source: str, task: str, centre: bool, anchors: Sequence[str], space: str) -> tuple[Tensor, UTD]:

@@ -1,0 +1,62 @@
+"""What the decision protocol measures on a workspace (evaluate/decide/measure.py), on the tiny grid zoo: the labelled
+reference's norm is an explicit space (label_reference's norm_space), checked against a fold computed by hand, and the
+frontier sweep and a candidate's points read the protocol's reference space and settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+import pytest
+from grid_zoo import build_workspace
+
+from platonic_sdk.evaluate.decide.measure import candidate_settings, point_records, swept_methods
+from platonic_sdk.evaluate.decide.protocol import load_protocol
+from platonic_sdk.evaluate.measure.cells import eval_names, negation_cells
+from platonic_sdk.evaluate.measure.label_reference import label_descriptor, label_reference, probe_labels
+from platonic_sdk.evaluate.measure.studies import strength_sweep
+from platonic_sdk.evaluate.plan.settings import CellSettings
+
+ROUND_3 = Path(__file__).resolve().parents[1] / "benchmarks" / "protocols" / "round_3.json"
+
+
+@pytest.fixture(scope="module")
+def ws():
+    return build_workspace()
+
+
+@pytest.fixture(scope="module")
+def cell(ws):
+    return next(c for c in negation_cells(ws, groups=("cross-family",)) if c.target == "siglip")
+
+
+def by_hand(ws, cell, norm_space: str) -> dict[str, float]:
+    """The negation cell's labelled reference at strength 1, unanchored: one-hot labels minus 1/M, scaled to the norm
+    of the source's row-centred descriptor in `norm_space`, solved on the target and folded at -1."""
+    (source,), (task,) = cell.sources, cell.tasks
+    norm = float(ws.descriptor(source, task, norm_space).centred().matrix.norm())
+    grid = ws.grid(task)
+    op = ws.solve_operator(cell.target, label_descriptor(grid, probe_labels(ws, task), len(grid.prompts), norm))
+    return ws.accuracies(cell.target, eval_names(ws, cell), -op, 1.0)
+
+
+def test_the_labelled_references_norm_space_is_explicit(ws, cell):
+    blend = CellSettings(space="blend", strength_rule="fixed", anchor=())
+    assert label_reference(ws, cell, blend, norm_space="affinity") == pytest.approx(by_hand(ws, cell, "affinity"), abs=1e-9)
+    assert label_reference(ws, cell, blend) == pytest.approx(by_hand(ws, cell, "blend"), abs=1e-9)  # None: the settings' space
+    # centred, the affinity UTD's norm and blend's (the raw affinity UTD's, sec. 15) differ: so do the references
+    assert label_reference(ws, cell, blend) != pytest.approx(by_hand(ws, cell, "affinity"), abs=1e-6)
+
+
+def test_the_sweep_and_the_points_read_the_protocols_reference_space(ws, cell):
+    protocol = attrs.evolve(load_protocol(ROUND_3), anchor=())  # frontier_space affinity; at each point, the candidate's
+    methods = swept_methods(protocol)
+    assert methods == ["closed_form_affinity", "closed_form_blend", "label_reference_norm_affinity"]
+    (record,) = strength_sweep(ws, [cell], (1.0,), CellSettings(space="blend", anchor=()), methods[-1:])
+    assert {s: v[0] for s, v in record["accuracy"].items()} == pytest.approx(by_hand(ws, cell, "affinity"), abs=1e-9)
+    candidate = protocol.candidate("blend/fixed")
+    closed, reference = point_records(ws, [cell], protocol, candidate)
+    assert reference["method"] == "reference" and reference["accuracy"] == pytest.approx(by_hand(ws, cell, "blend"), abs=1e-9)
+    settings = candidate_settings(protocol, candidate)
+    assert (settings.space, settings.strength_rule, settings.negation_strength, settings.centre) == ("blend", None, 1.0, ("negation",))
+    assert closed["controls"] == [n for n in eval_names(ws, cell) if n not in cell.tasks]
