@@ -14,7 +14,9 @@ from .runner import STAGES, decide, markdown
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m platonic_sdk.evaluate.decide", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m platonic_sdk.evaluate.decide",
+                                     description="The decision protocol's runner (docs/method.md sec. 15.1): measure (or --read) "
+                                                 "a protocol file's seeds, judge them and print the report.")
     parser.add_argument("protocol", help="the protocol file (JSON; docs/method.md sec. 15.1)")
     parser.add_argument("--seeds", choices=STAGES, default="development",
                         help="which of the protocol's seeds: development (default), confirmation (from a committed, unchanged "

@@ -119,9 +119,6 @@ class Protocol:
     name: str = ""
     data: Mapping[str, Any] = attrs.field(factory=dict, eq=False)  # the file's JSON, as read
 
-    def candidate(self, name: str) -> Candidate:
-        return next(c for c in self.candidates if c.name == name)
-
     def swept(self) -> tuple[str, ...]:
         """The frontier sweep's methods: closed_form_<space> per frontier space, then REFERENCE."""
         return (*(f"closed_form_{s}" for s in self.frontiers), REFERENCE)
