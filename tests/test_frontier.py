@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from platonic_sdk.evaluate.measure.frontier import Curve, curve, curves, distance, gain_within
+from platonic_sdk.evaluate.measure.frontier import Curve, curve, curves, distance, gain_within, outcome, point, swept_at
 
 
 def test_gain_within_takes_sweep_points_and_interpolates_between_two_of_them():
@@ -75,3 +75,34 @@ def test_distance_of_a_point_from_a_frontier():
     summary = ref.summary()
     assert summary["within"] == {"1": pytest.approx(8.0), "3": pytest.approx(12.0)}
     assert not math.isnan(summary["gain"][1])
+
+
+def test_a_point_is_the_mean_gain_and_each_damage_set_s_mean_drop_over_cells_each_at_its_own_strength():
+    # two addition cells edited at strengths of their own: cell x gains 10 on a and 4 on b, cell y 2 on a;
+    # control c1 drops 4 (x) and 2 (y), c2 1 (x only); the other task o (a second kind of damage set) drops 5 on y
+    x = {"tasks": ["a", "b"], "controls": ["c1", "c2"], "zero_shot": {"a": 50.0, "b": 40.0, "c1": 80.0, "c2": 60.0},
+         "accuracy": {"a": 60.0, "b": 44.0, "c1": 76.0, "c2": 59.0}}
+    y = {"tasks": ["a"], "controls": ["c1"], "others": ["o"], "zero_shot": {"a": 50.0, "c1": 80.0, "o": 70.0},
+         "accuracy": {"a": 52.0, "c1": 78.0, "o": 65.0}}
+    p = point([x, y], "addition")
+    assert p.cells == 2 and p.gain == pytest.approx(((10 + 4) / 2 + 2) / 2)  # 4.5: each cell's mean over its tasks
+    assert p.per_task == {"a": pytest.approx(6.0), "b": pytest.approx(4.0)}
+    assert p.drops == {"c1": pytest.approx(3.0), "c2": pytest.approx(1.0)} and p.worst() == (pytest.approx(3.0), "c1")
+    assert p.xy == (pytest.approx(3.0), pytest.approx(4.5))
+    both = point([x, y], "addition", damage=("controls", "others"))  # the other task's drop counts where asked
+    assert both.worst() == (pytest.approx(5.0), "o") and both.worst(["c1", "c2"]) == (pytest.approx(3.0), "c1")
+    removal = point([x], "negation")  # negation: the removal, zero-shot minus edited
+    assert removal.gain == pytest.approx(-7.0) and point([], "addition") is None
+    assert math.isnan(point([{**y, "controls": []}], "addition").worst_drop)
+
+
+def test_a_curve_is_the_point_of_its_cells_at_each_strength_and_a_cell_record_reads_as_one():
+    zero = {"a": 50.0, "c": 90.0}
+    records = [_record(k, "closed_form", "addition", ["a"], ["c"], zero, [0.0, 1.0], {"a": [50.0, 50.0 + g], "c": [90.0, 90.0 - d]})
+               for k, g, d in (("x", 10.0, 2.0), ("y", 6.0, 4.0))]
+    c = curve(records, "closed_form", "addition", None)
+    at_one = point(swept_at(records, 1.0), "addition")
+    assert (c.gain[1], c.worst_drop[1], c.worst_set[1]) == (pytest.approx(at_one.gain), pytest.approx(at_one.worst_drop), "c")
+    assert at_one.xy == (pytest.approx(3.0), pytest.approx(8.0))
+    cell = {"tasks": ["a"], "controls": ["c"], "results": {"zero_shot": zero, "closed_form": {"a": 58.0, "c": 89.0}}}
+    assert point([outcome(cell, "closed_form")], "addition").xy == (pytest.approx(1.0), pytest.approx(8.0))
