@@ -50,7 +50,7 @@ def workspace(world: str, seed: int) -> Any:
 def cells(ws: Any, max_cells: int | None) -> list[Any]:
     """Cross-family addition and negation cells, at most `max_cells` per kind, evenly spread (as the grid picks them)."""
     from platonic_sdk.evaluate.run.runner import selected_cells
-    from platonic_sdk.evaluate.spec.settings import selections
+    from platonic_sdk.evaluate.plan.settings import selections
 
     return [c for s in selections(max_cells=max_cells) for c in selected_cells(ws, s, "auto")]
 
@@ -59,7 +59,7 @@ def sweep(world: str, seeds: Sequence[int], max_cells: int | None, methods: Sequ
           auto: str | None, auto_space: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(sweep records of every seed, the auto rule's one-point records); keys carry the seed."""
     from platonic_sdk.evaluate.measure import studies
-    from platonic_sdk.evaluate.spec.settings import CellSettings
+    from platonic_sdk.evaluate.plan.settings import CellSettings
 
     records, points = [], []
     for seed in seeds:
@@ -114,8 +114,8 @@ def auto_lines(points: list[dict[str, Any]], rule_method: str, reference: str, c
 def main(argv: Sequence[str] | None = None) -> int:
     from platonic_sdk.evaluate.measure.frontier import curves as all_curves
     from platonic_sdk.evaluate.report.render import method_label
-    from platonic_sdk.evaluate.spec.registry import METHODS, method
-    from platonic_sdk.evaluate.spec.settings import CellSettings
+    from platonic_sdk.evaluate.plan.registry import METHODS, method
+    from platonic_sdk.evaluate.plan.settings import CellSettings
     from platonic_sdk.spaces import SPACES
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

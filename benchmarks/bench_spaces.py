@@ -54,7 +54,7 @@ def workspace(world: str, seed: int, sample: str, progress: bool) -> tuple[Any, 
 def measure(ws: Any, trio: tuple[str, ...], space: str, seed: int, max_cells: int | None, folder: Path) -> dict[str, Any]:
     """One experiment in `space`: (cells.jsonl records, the held-out study)."""
     from platonic_sdk.evaluate.run.runner import ExperimentConfig, run_experiment
-    from platonic_sdk.evaluate.spec.settings import CellSettings, selections
+    from platonic_sdk.evaluate.plan.settings import CellSettings, selections
 
     config = ExperimentConfig(
         cells=selections(max_cells=max_cells), settings=CellSettings(space=space, seed=seed),

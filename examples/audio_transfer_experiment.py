@@ -20,7 +20,7 @@ import platonic_sdk as ps  # noqa: E402
 from platonic_sdk.cli.values import strength_or_rule  # noqa: E402
 from platonic_sdk.evaluate.measure.workspace import Workspace, zoo_workspace  # noqa: E402
 from platonic_sdk.evaluate.run.runner import run_experiment  # noqa: E402
-from platonic_sdk.evaluate.spec.settings import CellSettings, ExperimentConfig  # noqa: E402
+from platonic_sdk.evaluate.plan.settings import CellSettings, ExperimentConfig  # noqa: E402
 from platonic_sdk.strength import AUTO  # noqa: E402
 from platonic_sdk.worlds.audio import AudioWorld  # noqa: E402
 from platonic_sdk.worlds.registry import world_spec  # noqa: E402

@@ -21,7 +21,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import platonic_sdk as ps  # noqa: E402
 from platonic_sdk.evaluate import accuracy  # noqa: E402
-from platonic_sdk.evaluate.spec.settings import CellSettings, default  # noqa: E402
+from platonic_sdk.evaluate.plan.settings import CellSettings, default  # noqa: E402
 from platonic_sdk.worlds.image import ImageWorld  # noqa: E402
 from platonic_sdk.worlds.registry import world_spec  # noqa: E402
 

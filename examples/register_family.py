@@ -26,7 +26,7 @@ from torch import Tensor, nn  # noqa: E402
 
 import platonic_sdk as ps  # noqa: E402
 from platonic_sdk.evaluate import accuracy  # noqa: E402
-from platonic_sdk.evaluate.spec.settings import CellSettings  # noqa: E402
+from platonic_sdk.evaluate.plan.settings import CellSettings  # noqa: E402
 from platonic_sdk.worlds.image import ImageWorld  # noqa: E402
 from platonic_sdk.worlds.registry import world_spec  # noqa: E402
 

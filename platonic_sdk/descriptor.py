@@ -22,6 +22,7 @@ from .encoding.features import encode_items, landmarks
 from .errors import GridMismatchError, PlatonicError, ShapeError, SpaceMismatchError, check_finite, check_real, check_strength
 from .io import load_tensors, require, save_tensors
 from .linalg import descriptor_cosine
+from .protocol.binding import portable_checkpoint
 from .protocol.encoder import DualEncoder
 from .spaces import DEFAULT_SPACE, check_space
 from .tasks import Grid
@@ -154,7 +155,7 @@ class UTD:
             with change.applied_to(pre):
                 f_ft = encode_items(pre, grid.items, batch_size)
         return cls.from_features(f_pre, f_ft, g, grid, kind.name, logit_scale,
-                                 {"family": pre.family, "checkpoint": pre.checkpoint, **(provenance or {})})
+                                 {"family": pre.family, "checkpoint": portable_checkpoint(pre.checkpoint), **(provenance or {})})
 
     def random_like(self, seed: int = 0) -> "UTD":
         """Random-UTD baseline: Gaussian entries rescaled to this descriptor's Frobenius norm."""

@@ -20,6 +20,7 @@ from .errors import CheckpointError, check_real
 from .version import __version__
 
 FORMAT = "platonic_sdk"
+MARKER = "platonic.json"  # the JSON record this SDK writes into every checkpoint and adapter folder it saves
 
 
 def save_tensors(path: str | os.PathLike, tensors: dict[str, Tensor], kind: str, meta: dict[str, Any]) -> None:

@@ -29,7 +29,8 @@ class NamedRegistry(MutableMapping[str, T], Generic[T]):
     them ("known", "registered"); `sort`: names in sorted order, else in registration order; `lazy`:
     built-in plug-ins by name, each with the module that registers it on import (first lookup), listed
     before they are loaded; `replaceable`: the register function takes `replace=` (the duplicate error
-    says so); `casefold`: a name matches whatever its case (`SigLIP` is `siglip`).
+    says so); `casefold`: a name matches whatever its case (`SigLIP` is `siglip`); `unlisted`: names registered
+    but left out of the errors' listing (members of a family the error's note names by its pattern).
     """
 
     what: str
@@ -41,6 +42,7 @@ class NamedRegistry(MutableMapping[str, T], Generic[T]):
     lazy: Mapping[str, str] = attrs.field(factory=dict, converter=dict)
     casefold: bool = False
     entries: dict[str, T] = attrs.field(factory=dict)
+    unlisted: set[str] = attrs.field(factory=set)
 
     def register(self, name: str, value: T, *, replace: bool = False) -> T:
         """Store `value` under `name`; a taken name raises `taken_error` unless `replace`."""
@@ -70,7 +72,7 @@ class NamedRegistry(MutableMapping[str, T], Generic[T]):
         (did you mean 'x'?); <listing>: a, b<note>"."""
         found = self.canonical(name)
         if found is None:
-            known = self.names()
+            known = [n for n in self.names() if n not in self.unlisted]
             close = difflib.get_close_matches(name.casefold() if self.casefold else name, known, n=1, cutoff=0.6)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise self.missing_error(f"unknown {self.what} {name!r}{hint}; {self.listing}: {', '.join(known)}{note}")

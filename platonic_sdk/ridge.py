@@ -4,8 +4,8 @@
 (docs/method.md, "Closed form"). A world records its own in its zoo's manifest (`zoo_settings`), and a
 member of a world's zoo runs with them: `ridge_rule(checkpoint, ridge_a, ridge_b)` is what
 `OperatorBank(target)` and `platonic bank` / `platonic edit` use, so Python and the command line solve
-with the same ridge on the same model and say why. A checkpoint folder is a member when the manifest
-of its parent folder lists it (`zoo_settings.member_settings`), so a copied zoo carries its ridge.
+with the same ridge on the same model and say why. A member records its world's ridge in its own folder's
+marker (`zoo_settings.member_settings`), so a member copied anywhere carries its ridge.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def ridge_rule(checkpoint: str | os.PathLike | None, ridge_a: float | None = Non
     world = member_settings(checkpoint)
     if world is not None:
         default = {"ridge_a": world.ridge_a, "ridge_b": world.ridge_b}
-        origin = f"the {world.world} world's ridge (a member of its zoo {world.zoo})"
+        origin = f"the {world.world} world's ridge (recorded in the member's folder)"
     else:
         default, origin = {"ridge_a": RIDGE_A, "ridge_b": RIDGE_B}, "the paper's default ridge (not a member of a world's zoo)"
     chosen = {**default, **given}

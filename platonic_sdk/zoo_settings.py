@@ -9,10 +9,13 @@ carries what the world's experiments were tuned with:
 ridge_a / ridge_b are the closed form's ridge factors (relative to mean sigma(F)^2 and mean sigma(G)^2,
 docs/method.md sec. 11); `lora` the LoRA route's recipe as `LoraRouteConfig` fields that differ from
 its defaults (its landmark ridge is the world's ridge_b); the strengths those of addition and negation
-cells; `controls` the world's control task names. `world_settings(zoo)` reads them; a model whose
-checkpoint folder the manifest of its parent folder lists is a member of that zoo (`member_zoo`), so a
-zoo copied anywhere carries its settings. `ridge.ridge_rule` and `transfer.lora.lora_recipe` pick a
-member's ridge and LoRA recipe from here.
+cells; `controls` the world's control task names. `world_settings(zoo)` reads them.
+
+A member carries what an edit on it needs in its own folder: `stamp_members(zoo)` writes the world's name, ridge,
+LoRA-route recipe and fine-tuning recipe into each member's marker (platonic.json, under `world`), and
+`member_settings(checkpoint)` reads them back from the checkpoint folder alone, so a member copied anywhere, with or
+without its zoo, gives the same edit. `ridge.ridge_rule`, `transfer.lora.lora_recipe` and `worlds.zoo.zoo_recipe`
+read a member's settings from here.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from typing import Any, Mapping
 
 import attrs
 
+from .atomic import write_text
 from .errors import PlatonicError, check_strength
+from .io import MARKER
 
 MANIFEST = "zoo.json"  # a zoo's manifest (the zoo builders write it)
 
@@ -79,22 +84,53 @@ def world_settings(zoo: str | os.PathLike) -> WorldSettings:
         raise PlatonicError(f"{path}: malformed `settings` record ({type(e).__name__}: {e})") from None
 
 
-def member_zoo(checkpoint: str | os.PathLike | None) -> Path | None:
-    """The zoo folder (resolved) whose manifest lists `checkpoint`'s folder as a member, else None (hub
-    ids, files, and folders no manifest lists, such as a zoo's `finetunes`)."""
-    if checkpoint is None:
+@attrs.frozen
+class MemberSettings:
+    """What a member of a world's zoo records of its world in its own marker: the world's name, the closed form's
+    ridge factors, the LoRA route's recipe (LoraRouteConfig fields, its landmark ridge `ridge_b` included) and the
+    recipe of the zoo's own fine-tunes (FinetuneConfig fields)."""
+
+    world: str
+    ridge_a: float = attrs.field(converter=partial(check_strength, what="ridge_a"), validator=attrs.validators.ge(0.0))
+    ridge_b: float = attrs.field(converter=partial(check_strength, what="ridge_b"), validator=attrs.validators.ge(0.0))
+    lora: Mapping[str, Any] = attrs.field(converter=dict)
+    finetune: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+
+
+def _marker(folder: Path) -> dict[str, Any]:
+    try:
+        marker = json.loads((folder / MARKER).read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise PlatonicError(f"corrupt {folder / MARKER}: {exc}") from None
+    return marker if isinstance(marker, dict) else {}
+
+
+def stamp_members(zoo: str | os.PathLike) -> None:
+    """Write the world's settings (`world_settings(zoo)`, and the manifest's fine-tuning recipe) into the marker of every
+    member the manifest of `zoo` lists and whose folder exists, under `world`, keeping the marker's other keys (what the
+    zoo builders call after each change of the manifest)."""
+    folder = Path(zoo)
+    settings, manifest = world_settings(folder), _manifest(folder) or {}
+    record = {"world": settings.world, "ridge_a": settings.ridge_a, "ridge_b": settings.ridge_b,
+              "lora": {k: v for k, v in settings.lora.items() if k != "ridge_b"}, "finetune": dict(manifest.get("finetune", {}))}
+    for name in (n for n in manifest.get("members", {}) if (folder / n).is_dir()):
+        marker = _marker(folder / name)
+        write_text(folder / name / MARKER, json.dumps({**marker, "world": record}, indent=2, sort_keys=True) + "\n")
+
+
+def member_settings(checkpoint: str | os.PathLike | None) -> MemberSettings | None:
+    """The world settings recorded in the marker of the checkpoint folder `checkpoint` (`stamp_members`), else None
+    (hub ids, files, and folders that are no zoo member)."""
+    if checkpoint is None or not Path(checkpoint).expanduser().is_dir():
         return None
     folder = Path(checkpoint).expanduser()
-    if not folder.is_dir():
+    record = _marker(folder).get("world")
+    if record is None:
         return None
-    folder = folder.resolve()
-    manifest = _manifest(folder.parent)
-    return folder.parent if manifest is not None and folder.name in manifest["members"] else None
-
-
-def member_settings(checkpoint: str | os.PathLike | None) -> WorldSettings | None:
-    """The settings of the world whose zoo `checkpoint` is a member of (its manifest records them), else None."""
-    zoo = member_zoo(checkpoint)
-    if zoo is None or "settings" not in (_manifest(zoo) or {}):
-        return None
-    return world_settings(zoo)
+    try:
+        return MemberSettings(record["world"], record["ridge_a"], record["ridge_b"], {**record["lora"], "ridge_b": record["ridge_b"]},
+                              record.get("finetune", {}))
+    except (KeyError, TypeError, ValueError) as e:
+        raise PlatonicError(f"{folder / MARKER}: malformed `world` record ({type(e).__name__}: {e})") from None

@@ -6,7 +6,7 @@ from platonic_sdk.edits.edit import OperatorEdit
 from platonic_sdk.evaluate import accuracy
 from platonic_sdk.evaluate.measure.cells import addition_cells
 from platonic_sdk.evaluate.measure.methods import evaluate_cell
-from platonic_sdk.evaluate.spec.settings import CellSettings
+from platonic_sdk.evaluate.plan.settings import CellSettings
 
 
 def assert_closed_form_cell_is_the_folded_model(ws) -> None:

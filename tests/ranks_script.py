@@ -27,7 +27,7 @@ from platonic_sdk.evaluate.measure.methods import register_method
 from platonic_sdk.evaluate.measure.workspace import zoo_workspace
 from platonic_sdk.evaluate.run.runfolder import read_records
 from platonic_sdk.evaluate.run.runner import run_experiment
-from platonic_sdk.evaluate.spec.settings import CellSettings, ExperimentConfig, selections
+from platonic_sdk.evaluate.plan.settings import CellSettings, ExperimentConfig, selections
 from platonic_sdk.io import save_tensors
 
 STRENGTHS = [0.0, 1.0, 3.0, 6.0, 10.0]  # five work items over two ranks: uneven on purpose

@@ -14,7 +14,7 @@ from platonic_sdk.evaluate.measure.alignment import alignment_operator, carried_
 from platonic_sdk.evaluate.measure.cells import addition_cells, eval_names, negation_cells, signed_strength
 from platonic_sdk.evaluate.measure.methods import evaluate_cell
 from platonic_sdk.evaluate.measure.workspace import Workspace
-from platonic_sdk.evaluate.spec.settings import CACHED, CellSettings
+from platonic_sdk.evaluate.plan.settings import CACHED, CellSettings
 from platonic_sdk.linalg import lstsq_map, procrustes_map, ridge_lstsq
 from platonic_sdk.worlds.image import ImageWorld
 

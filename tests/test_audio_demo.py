@@ -10,9 +10,9 @@ import torch
 from cell_checks import assert_closed_form_cell_is_the_folded_model
 
 from platonic_sdk import from_config
-from platonic_sdk.cli.demo import demo_config
 from platonic_sdk.encoding.zeroshot import accuracy
 from platonic_sdk.evaluate.measure.workspace import Workspace
+from platonic_sdk.evaluate.plan.demo import demo_config
 from platonic_sdk.evaluate.run.runner import run_experiment
 from platonic_sdk.finetune.source import FinetuneConfig, finetune
 from platonic_sdk.worlds.audio import AudioWorld

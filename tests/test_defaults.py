@@ -10,7 +10,7 @@ import attrs
 from platonic_sdk import OperatorBank, linalg, ridge
 from platonic_sdk.cli import parser as cli_parser
 from platonic_sdk.evaluate.measure.workspace import Workspace
-from platonic_sdk.evaluate.spec.settings import CellSettings, ExperimentConfig
+from platonic_sdk.evaluate.plan.settings import CellSettings, ExperimentConfig
 from platonic_sdk.worlds.registry import world_spec
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"

@@ -15,10 +15,10 @@ from cell_checks import assert_closed_form_cell_is_the_folded_model
 
 from platonic_sdk import from_config
 from platonic_sdk.cli import main as cli
-from platonic_sdk.cli.demo import demo_config
 from platonic_sdk.encoding.zeroshot import accuracy
 from platonic_sdk.evaluate.measure.methods import METHODS, eval_names, register_method
 from platonic_sdk.evaluate.measure.workspace import Workspace
+from platonic_sdk.evaluate.plan.demo import demo_config
 from platonic_sdk.evaluate.run.runner import run_experiment
 from platonic_sdk.finetune.source import FinetuneConfig, finetune
 from platonic_sdk.worlds import registry
@@ -199,8 +199,8 @@ def test_orthoreg_table_lists_every_method_plain_then_orthoreg() -> None:
 def test_the_runner_encodes_with_the_callers_threads_and_runs_cells_on_one(tiny_setup, tmp_path, monkeypatch) -> None:
     """Encodings (the similarity study, every cell's features) run with the caller's torch threads; the cells run
     on one (thousands of small products); the caller's count is back afterwards."""
+    from platonic_sdk.evaluate.plan.settings import CellSelection, ExperimentConfig
     from platonic_sdk.evaluate.run import runner as experiment
-    from platonic_sdk.evaluate.spec.settings import CellSelection, ExperimentConfig
 
     _, ws, _ = tiny_setup
     seen: dict[str, set[int]] = {"similarity": set(), "features": set(), "cells": set()}
@@ -230,7 +230,7 @@ def test_one_worker_runs_the_capped_passes_in_this_process(tiny_setup, tmp_path)
     """workers=1 (`--workers 1`): the capped methods' passes run here, not in forked workers."""
     import os
 
-    from platonic_sdk.evaluate.spec.settings import CellSelection, ExperimentConfig
+    from platonic_sdk.evaluate.plan.settings import CellSelection, ExperimentConfig
 
     _, ws, _ = tiny_setup
     pids = tmp_path / "pids.txt"
@@ -257,9 +257,8 @@ def test_a_finished_demo_reruns_from_its_report_without_loading_a_model(tiny_set
     from pathlib import Path
 
     import platonic_sdk
-    from platonic_sdk.cli import demo
+    from platonic_sdk.evaluate.plan.settings import CellSelection, ExperimentConfig
     from platonic_sdk.evaluate.run.experiment import Experiment
-    from platonic_sdk.evaluate.spec.settings import CellSelection, ExperimentConfig
 
     _, ws, _ = tiny_setup
     built = []
@@ -270,7 +269,7 @@ def test_a_finished_demo_reruns_from_its_report_without_loading_a_model(tiny_set
                                   sweep_methods=(), accumulation=False, guarantee=False, similarity=False)
         return Experiment(ws, config, {}, "tiny demo")
 
-    monkeypatch.setattr(demo, "demo_experiment", tiny_demo)
+    monkeypatch.setattr(Experiment, "demo", staticmethod(tiny_demo))
     out = ["demo", "--out", str(tmp_path / "run"), "--quiet"]
     assert cli.main(out) == 0 and built == [0]
     first = capsys.readouterr().out.split("\nreport:")[0]

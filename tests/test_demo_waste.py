@@ -19,7 +19,7 @@ from platonic_sdk.evaluate.measure import methods
 from platonic_sdk.evaluate.run import runner as experiment
 from platonic_sdk.evaluate.run.runfolder import run_differences
 from platonic_sdk.evaluate.run.runner import run_experiment
-from platonic_sdk.evaluate.spec.settings import CACHED, CellSettings, ExperimentConfig, selections
+from platonic_sdk.evaluate.plan.settings import CACHED, CellSettings, ExperimentConfig, selections
 
 # every stage the demo runs, small: cached methods, the LoRA route on one cell of each kind, similarity,
 # sweep, accumulation and the guarantee diagnostic

@@ -22,7 +22,7 @@ from platonic_sdk.evaluate.measure.cells import CellSettings, addition_cells, ne
 from platonic_sdk.evaluate.measure.methods import evaluate_cell
 from platonic_sdk.evaluate.report.render import summarise
 from platonic_sdk.evaluate.run.runner import run_experiment
-from platonic_sdk.evaluate.spec.settings import ExperimentConfig
+from platonic_sdk.evaluate.plan.settings import ExperimentConfig
 from platonic_sdk.finetune import TaskVector
 
 
@@ -238,7 +238,7 @@ def _validation_pick(target, vector, tasks, seed, kind, task_names, control_name
 
 def test_every_merging_method_chooses_its_strength_on_validation(ws, models, tasks, monkeypatch):
     from platonic_sdk.evaluate.measure import selection
-    from platonic_sdk.evaluate.spec.settings import MERGED
+    from platonic_sdk.evaluate.plan.settings import MERGED
     from platonic_sdk.finetune import merge, merge_methods
 
     assert MERGED == tuple(f"weight_space_{m}" for m in merge_methods())  # all five, registered, in the grid's defaults

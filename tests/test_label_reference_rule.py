@@ -10,7 +10,7 @@ from grid_zoo import build_workspace
 from platonic_sdk.evaluate.measure.cells import addition_cells
 from platonic_sdk.evaluate.measure.label_reference import label_descriptor, label_reference, probe_labels
 from platonic_sdk.evaluate.measure.methods import closed_form
-from platonic_sdk.evaluate.spec.settings import CellSettings
+from platonic_sdk.evaluate.plan.settings import CellSettings
 
 EPS = 1e-4
 

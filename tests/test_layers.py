@@ -26,10 +26,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("transfer", ("transfer",)),
     ("fine-tuning", ("finetune",)),
     ("worlds", ("worlds",)),
-    ("evaluation: what to run", ("evaluate", "evaluate.spec")),  # "evaluate": the package's face, lazy names only
+    ("evaluation: what to run", ("evaluate", "evaluate.plan")),  # "evaluate": the package's face, lazy names only
     ("evaluation: measuring", ("evaluate.measure",)),
     ("evaluation: reporting", ("evaluate.report",)),
     ("evaluation: running", ("evaluate.run",)),
+    ("evaluation: deciding", ("evaluate.decide",)),
     ("interface", ("", "cli")),  # "": the package's own __init__
 )
 PACKAGE = "platonic_sdk"

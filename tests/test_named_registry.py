@@ -46,7 +46,7 @@ def test_an_unknown_name_lists_the_known_ones_in_the_registry_order():
 def test_the_five_registries_keep_their_errors_and_orders():
     import platonic_sdk as ps
     from platonic_sdk.data.benchmark import benchmark, benchmark_names
-    from platonic_sdk.evaluate.spec.registry import method
+    from platonic_sdk.evaluate.plan.registry import method
     from platonic_sdk.finetune.merging import merge_method, merge_methods
     from platonic_sdk.worlds.registry import world_names, world_spec
 

@@ -15,7 +15,7 @@ import torch
 import platonic_sdk as ps
 from platonic_sdk.evaluate.measure.workspace import Workspace
 from platonic_sdk.evaluate.run.runner import run_experiment
-from platonic_sdk.evaluate.spec.settings import CellSelection, ExperimentConfig
+from platonic_sdk.evaluate.plan.settings import CellSelection, ExperimentConfig
 from platonic_sdk.protocol.encoder import CLIP_LOGIT_SCALE
 from platonic_sdk.spaces import DEFAULT_SPACE
 from platonic_sdk.worlds.image import ImageWorld

@@ -1,5 +1,6 @@
-"""One switch for the paper's exact method: `CellSettings.paper()` in Python, `--paper` on `platonic demo` and
-`platonic grid` (affinity descriptor, no centring, no anchors, strengths 0.5 / 1.0), and `--space` on the demo."""
+"""One switch for the paper's exact method, one source: presets/paper.json, read by `CellSettings.paper()` in Python,
+`--paper` (`--preset paper`) on `platonic demo` and `platonic grid` (affinity descriptor, no centring, no anchors,
+strengths 0.5 / 1.0), and `preset="paper"` in `Experiment.from_config`; and `--space` on the demo."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import pytest
 from test_cli_errors import refused
 
 from platonic_sdk.cli import parser as cli_parser
-from platonic_sdk.cli.demo import demo_config
-from platonic_sdk.cli.values import kind_options
-from platonic_sdk.evaluate.spec.settings import CellSettings
+from platonic_sdk.cli.demo import demo_settings
+from platonic_sdk.cli.grid import grid_settings
+from platonic_sdk.evaluate.plan.demo import demo_config
+from platonic_sdk.evaluate.plan.presets import preset
+from platonic_sdk.evaluate.plan.settings import CellSettings
 from platonic_sdk.spaces import DEFAULT_SPACE
 from platonic_sdk.strength import DEFAULT_STRENGTH_RULE, FIXED
 from platonic_sdk.worlds.registry import world_spec
@@ -30,30 +33,35 @@ def test_the_python_preset_is_the_papers_method():
 
 
 def _args(*argv: str):
-    args = cli_parser.parse(cli_parser.build_parser(), list(argv))
-    cli_parser.apply_paper(args)
-    return args
+    return cli_parser.parse(cli_parser.build_parser(), list(argv))
 
 
-def test_paper_on_the_grid_is_the_flags_it_stands_for():
-    paper = vars(_args("grid", "--paper", "--out", "run"))
-    spelled = vars(_args("grid", "--space", "affinity", "--centre", "none", "--anchor", "none", "--addition-strength", "0.5",
-                         "--negation-strength", "1.0", "--strength-rule", "fixed", "--out", "run"))
-    assert paper.pop("paper") and not spelled.pop("paper")
-    assert paper == spelled
+def test_the_paper_is_one_data_file():
+    """What CellSettings.paper() holds is paper.json's method block, read as CellSettings fields."""
+    method = preset("paper").method
+    assert CellSettings(**method) == CellSettings.paper()
+    assert {k: getattr(CellSettings.paper(), k) for k in PAPER_BY_HAND} == PAPER_BY_HAND
+    assert preset("default").method["space"] == DEFAULT_SPACE  # the experiments' default space is the library's
+
+
+def test_paper_on_the_grid_is_the_settings_it_stands_for():
+    paper = grid_settings(_args("grid", "--paper", "--out", "run"))
+    spelled = grid_settings(_args("grid", "--space", "affinity", "--centre", "none", "--anchor", "none", "--addition-strength", "0.5",
+                                  "--negation-strength", "1.0", "--strength-rule", "fixed", "--out", "run"))
+    assert paper.preset == "paper" and spelled.preset is None
+    assert paper.cell_settings() == spelled.cell_settings() == CellSettings.paper()
+    assert grid_settings(_args("grid", "--preset", "paper", "--out", "run")) == paper
 
 
 def test_paper_on_the_demo_runs_the_preset_with_the_worlds_recipe():
-    args = _args("demo", "--paper", "--world", "audio")
-    config = demo_config("audio", args.seed, **kind_options(args), space=args.space, paper=args.paper)  # as demo.main calls it
-    assert config.settings == CellSettings.paper(world_spec("audio").settings().lora, args.seed)
-    plain = _args("demo")
-    assert demo_config("image", **kind_options(plain), space=plain.space).settings.space == DEFAULT_SPACE
-    spaced = _args("demo", "--space", "probability")
-    assert demo_config("image", **kind_options(spaced), space=spaced.space).settings == attrs.evolve(
-        demo_config("image").settings, space="probability")
-    fixed = _args("demo", "--space", "affinity", "--strength-rule", "fixed")  # the paper's descriptor at the fixed strengths
-    assert demo_config("image", **kind_options(fixed), space=fixed.space, strength_rule=fixed.strength_rule).settings == attrs.evolve(
+    settings = demo_settings(_args("demo", "--paper", "--world", "audio"))
+    config = demo_config("audio", 0, method=settings.preset, settings=settings.method_settings())  # as demo.main calls it
+    assert config.settings == CellSettings.paper(world_spec("audio").settings().lora, 0)
+    assert demo_config("image").settings.space == DEFAULT_SPACE
+    spaced = demo_settings(_args("demo", "--space", "probability"))
+    assert demo_config("image", settings=spaced.method_settings()).settings == attrs.evolve(demo_config("image").settings, space="probability")
+    fixed = demo_settings(_args("demo", "--space", "affinity", "--strength-rule", "fixed"))  # the paper's descriptor at the fixed strengths
+    assert demo_config("image", settings=fixed.method_settings()).settings == attrs.evolve(
         demo_config("image").settings, space="affinity", strength_rule=None)
     assert demo_config("image").settings.strength_rule == DEFAULT_STRENGTH_RULE
 

@@ -14,7 +14,7 @@ from platonic_sdk.evaluate.measure.cells import CellSettings, addition_cells, ev
 from platonic_sdk.evaluate.measure.methods import lora_edit
 from platonic_sdk.evaluate.run.runner import ExperimentConfig, run_experiment
 from platonic_sdk.evaluate.run.workers import PassPool, cores, one_thread, pass_workers
-from platonic_sdk.evaluate.spec.settings import CellSelection
+from platonic_sdk.evaluate.plan.settings import CellSelection
 
 RECIPE = dict(rank=2, lora_alpha=4.0, max_steps=4, batch_size=16, lr=1e-2)
 

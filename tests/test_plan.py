@@ -13,9 +13,9 @@ from platonic_sdk.encoding.feature_store import FeatureStore
 from platonic_sdk.encoding.features import site_features
 from platonic_sdk.errors import PlatonicError
 from platonic_sdk.evaluate.measure.benchmark_workspace import benchmark_workspace
+from platonic_sdk.evaluate.plan.grid_settings import GridSettings
 from platonic_sdk.evaluate.run.experiment import Experiment, dry_run
 from platonic_sdk.evaluate.run.runner import method_passes
-from platonic_sdk.evaluate.spec.grid_settings import GridSettings
 from platonic_sdk.worlds.image import ImageWorld
 from platonic_sdk.worlds.registry import world_spec
 from platonic_sdk.worlds.zoo import ZOO_DIR
@@ -162,12 +162,13 @@ class _Spec:
 
 
 def test_the_demo_is_an_experiment_with_the_demo_preset():
-    """demo_experiment builds what `platonic demo` runs: the zoo's workspace and demo_config's preset, nothing else."""
-    from platonic_sdk.cli.demo import demo_config, demo_experiment
+    """Experiment.demo builds what `platonic demo` runs: the zoo's workspace and demo_config's preset, nothing else."""
+    from platonic_sdk.evaluate.plan.demo import demo_config
+    from platonic_sdk.evaluate.run.experiment import Experiment
 
-    experiment = demo_experiment("audio", 3, lora_cells=0, space="blend", strength_rule="auto")
-    assert experiment.config == demo_config("audio", 3, lora_cells=0, space="blend", strength_rule="auto")
+    experiment = Experiment.demo("audio", 3, lora_cells=0, settings={"space": "blend", "strength_rule": "auto"})
+    assert experiment.config == demo_config("audio", 3, lora_cells=0, settings={"space": "blend", "strength_rule": "auto"})
     assert experiment.workspace.grid_seed == 3 and experiment.workspace.batch_size == 256
     assert experiment.title == "platonic demo (audio world, seed 3)"
     with pytest.raises(TypeError, match="unexpected keyword argument 'lora_cels'"):
-        demo_experiment("audio", lora_cels=0)
+        Experiment.demo("audio", lora_cels=0)

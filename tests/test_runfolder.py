@@ -18,7 +18,7 @@ from platonic_sdk import atomic
 from platonic_sdk.cli import main as cli
 from platonic_sdk.evaluate.run.runfolder import RunFolder, RunFolderBusy, read_records, run_differences
 from platonic_sdk.evaluate.run.runner import run_experiment
-from platonic_sdk.evaluate.spec.settings import CACHED, CellSettings, ExperimentConfig, selections
+from platonic_sdk.evaluate.plan.settings import CACHED, CellSettings, ExperimentConfig, selections
 
 # a small run: 8 addition + 8 negation cells (3 mutually cross-family models), the LoRA route (two steps)
 # on one cell of each kind as a second pass, no studies but the sweep

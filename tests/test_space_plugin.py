@@ -11,8 +11,8 @@ import platonic_sdk as ps
 from platonic_sdk import UTD
 from platonic_sdk.errors import PlatonicError
 from platonic_sdk.evaluate.measure.cells import addition_cells, eval_names
+from platonic_sdk.evaluate.plan.settings import CellSettings, ExperimentConfig, selections
 from platonic_sdk.evaluate.run.runner import run_experiment
-from platonic_sdk.evaluate.spec.settings import CellSettings, ExperimentConfig, selections
 from platonic_sdk.linalg import ridge_solver, utd
 from platonic_sdk.spaces import DescriptorSpace, check_space, register_space, space, space_names
 from platonic_sdk.worlds.image import ImageWorld
@@ -104,3 +104,43 @@ def test_plugin_space_runs_a_small_grid(tmp_path):
         assert record["results"]["closed_form"] == expected
         assert set(cell.tasks) <= set(TASKS)
 
+
+
+def test_plugin_space_gets_its_comparison_method_and_its_sweep(tmp_path):
+    """Registries drive the methods: the plug-in space has closed_form_<space> (the closed form in that space whatever
+    the run's space) and stands in the default strength sweep, as the built-in spaces do."""
+    from platonic_sdk.evaluate.plan.registry import method
+
+    name = f"closed_form_{NAME}"
+    assert method(name).label == "closed form, tanh-affinity descriptors"
+    assert name in ExperimentConfig().sweep_methods
+    ws = build_workspace()
+    config = ExperimentConfig(cells=selections(("addition",), max_cells=1), methods=("zero_shot", "closed_form", name),
+                              settings=CellSettings(strength_rule="fixed"), sweep_cells=1, sweep_strengths=(0.0, 0.5),
+                              accumulation=False, guarantee=False, similarity=False)
+    records: list[dict] = []
+    summary = run_experiment(ws, tmp_path / "run", config, on_record=records.append)
+    (record,) = records
+    in_space = CellSettings(space=NAME, strength_rule="fixed")  # the comparison method is the closed form in the plug-in space
+    cell = next(c for c in addition_cells(ws) if c.key == record["key"])
+    from platonic_sdk.evaluate.measure.methods import closed_form
+
+    assert record["results"][name] == closed_form(ws, cell, in_space)
+    swept = {m for curves in summary["frontier"].values() for m in curves}
+    assert name in swept, swept
+
+
+def test_plugin_strength_rule_gets_its_comparison_method():
+    """A strength rule registered from outside gets closed_form_strength_<rule>: the closed form at the rule's strength."""
+    from platonic_sdk.evaluate.measure.methods import closed_form
+    from platonic_sdk.evaluate.plan.registry import method
+    from platonic_sdk.strength import StrengthRule, register_strength_rule
+
+    register_strength_rule(StrengthRule("fixed_point_three", lambda A, task, others: 0.3, "a constant 0.3", reads_others=False),
+                           replace=True)
+    ws = build_workspace()
+    cell = addition_cells(ws)[0]
+    at_rule = method("closed_form_strength_fixed_point_three")
+    assert at_rule.label == "closed form, strength by rule fixed_point_three"
+    fixed = CellSettings(strength_rule="fixed", addition_strength=0.3)
+    assert at_rule.fn(ws, cell, CellSettings()) == closed_form(ws, cell, fixed)

@@ -13,7 +13,7 @@ from platonic_sdk import UTD, Grid, Task
 from platonic_sdk.errors import PlatonicError, SpaceMismatchError
 from platonic_sdk.evaluate.measure.cells import addition_cells, negation_cells
 from platonic_sdk.evaluate.measure.methods import evaluate_cell, method
-from platonic_sdk.evaluate.spec.settings import CellSettings, ExperimentConfig
+from platonic_sdk.evaluate.plan.settings import CellSettings, ExperimentConfig
 from platonic_sdk.io import save_tensors
 from platonic_sdk.linalg import ridge_solver
 from platonic_sdk.spaces import DEFAULT_SPACE, SPACES, space_descriptor

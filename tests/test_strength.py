@@ -18,7 +18,7 @@ from platonic_sdk.cli import main as cli
 from platonic_sdk.errors import PlatonicError
 from platonic_sdk.evaluate.measure.cells import addition_cells, eval_names, negation_cells
 from platonic_sdk.evaluate.measure.methods import evaluate_cell
-from platonic_sdk.evaluate.spec.settings import CellSettings
+from platonic_sdk.evaluate.plan.settings import CellSettings
 from platonic_sdk.strength import (
     DEFAULT_STRENGTH_RULE,
     ProbeGrid,

@@ -23,7 +23,7 @@ from platonic_sdk.evaluate.measure.methods import evaluate_cell
 from platonic_sdk.evaluate.measure.similarity import similarity
 from platonic_sdk.evaluate.report.render import cells_section, summarise
 from platonic_sdk.evaluate.run.runner import run_experiment
-from platonic_sdk.evaluate.spec.settings import CellSettings, ExperimentConfig, selections
+from platonic_sdk.evaluate.plan.settings import CellSettings, ExperimentConfig, selections
 from platonic_sdk.spaces import SPACES
 from platonic_sdk.tasks import Grid
 

@@ -11,11 +11,11 @@ from ..errors import PlatonicError
 from .values import kind_options, parse_method_cells, parse_models, recipe_options
 
 # the grid's settings that other flags spell differently (the rest: --key-with-dashes)
-FLAGS = {"tasks": "--task", "templates": "--template", "checkpoints": "--model", "models": "[grid.models] in --config",
+FLAGS = {"tasks": "--task", "preset": "--preset", "templates": "--template", "checkpoints": "--model", "models": "[grid.models] in --config",
          "finetuned": "[[grid.finetuned]] in --config", "similarity": "--no-similarity", "recipe": "the fine-tuning recipe options",
          "lora": "--lora-lr / --lora-epochs / --lora-steps"}
 # GridSettings keys that are the grid's option names
-SAME = ("world", "families", "tasks", "controls", "held_out", "benchmark", "data_root", "finetunes", "out", "test_fraction",
+SAME = ("world", "preset", "families", "tasks", "controls", "held_out", "benchmark", "data_root", "finetunes", "out", "test_fraction",
         "seed", "world_seed", "train_per_class", "test_per_class", "per_class", "grid_seed", "batch_size", "device",
         "ridge_a", "ridge_b", "kinds", "groups", "pairing", "max_cells", "methods", "addition_strength", "negation_strength",
         "weight_space_strength", "strength_rule", "space", "sweep_strengths", "sweep_cells", "similarity_probes")
@@ -29,7 +29,7 @@ def flag(key: str) -> str:
 
 def grid_settings(args: argparse.Namespace):
     """The GridSettings of `platonic grid`'s options (checked: canonical names, nothing loaded)."""
-    from ..evaluate.spec.grid_settings import GridSettings
+    from ..evaluate.plan.grid_settings import GridSettings
 
     lora = {k: v for k, v in (("lr", args.lora_lr), ("epochs", args.lora_epochs), ("max_steps", args.lora_steps)) if v is not None}
     return GridSettings(
@@ -66,9 +66,3 @@ def cmd_grid(args: argparse.Namespace) -> int:
         print(f"{plural(summary['cells']['records'], 'cell')}; report {folder.path / 'report.md'}; wall time {wall:.1f} s "
               f"(run stages {summary['timings']['total']:.1f} s)")
     return 0
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    from . import demo
-
-    return demo.main(args) or 0

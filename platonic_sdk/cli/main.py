@@ -16,7 +16,7 @@ from typing import Iterator, Sequence
 
 from ..errors import PlatonicError
 from . import checks as cli_checks
-from .parser import apply_config, apply_paper, build_parser, parse
+from .parser import apply_config, build_parser, parse
 
 
 def load_plugin(name: str) -> None:
@@ -99,7 +99,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = apply_config(parser, argv, args)
         for plugin in args.plugin or ():
             load_plugin(plugin)
-        apply_paper(args)
         cli_checks.check(args)
         if args.command not in RANKED and {"RANK", "WORLD_SIZE"} <= set(os.environ):  # under torchrun (distributed.launched)
             raise PlatonicError(f"`platonic {args.command}` runs in one process; only {' and '.join(RANKED)} run across torchrun's ranks")

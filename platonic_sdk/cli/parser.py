@@ -5,19 +5,31 @@ command-line options win)."""
 from __future__ import annotations
 
 import argparse
-import inspect
 from typing import Sequence
 
-from . import commands, grid as grid_commands
-from .values import config_tables, config_value, count, device, finite_float, fraction, non_negative_float, output_dir, output_file, positive_float, positive_int, strength_or_rule
-from .demo import demo_config
 from ..errors import PlatonicError
-from ..evaluate.spec.settings import KIND_CHOICES, DEFAULT_METHODS, CellSettings, ExperimentConfig, default
+from ..evaluate.plan.presets import preset, preset_names
+from ..evaluate.plan.settings import DEFAULT_METHODS, KIND_CHOICES, CellSettings, ExperimentConfig, default
 from ..ridge import RIDGE_A, RIDGE_B
 from ..spaces import DEFAULT_SPACE, SPACES
-from ..strength import FIXED
 from ..version import __version__
 from ..worlds.registry import world_names
+from . import commands, demo
+from . import grid as grid_commands
+from .values import (
+    config_tables,
+    config_value,
+    count,
+    device,
+    finite_float,
+    fraction,
+    non_negative_float,
+    output_dir,
+    output_file,
+    positive_float,
+    positive_int,
+    strength_or_rule,
+)
 
 
 class Parser(argparse.ArgumentParser):
@@ -141,9 +153,10 @@ def build_parser() -> Parser:
                    help="accept an adapter whose recorded base model has another name (e.g. the hub id of a local copy)")
     p.add_argument("--finetune", action="store_true", help="fine-tune --checkpoint on the task here instead (with the recipe options)")
     p.add_argument("--save-finetune", type=output_file, metavar="FILE", help="also save the fine-tune's task vector")
-    p.add_argument("--space", choices=SPACES, type=str.lower, default=DEFAULT_SPACE,
+    p.add_argument("--space", type=str.lower, default=DEFAULT_SPACE,
                    help=f"descriptor space: affinity (the paper's UTD), probability, pseudo_label, confidence or blend (centred "
-                        f"affinity + confidence); all but affinity are scaled to the affinity UTD's norm (docs/method.md sec. 15; {DEFAULT_SPACE})")
+                        f"affinity + confidence), or one a --plugin registers; all but affinity are scaled to the affinity UTD's norm "
+                        f"(docs/method.md sec. 15; {DEFAULT_SPACE})")
     p.add_argument("-o", "--output", type=output_file, metavar="FILE", help="where to write the UTD (.safetensors)")
     p.set_defaults(func=commands.cmd_utd)
 
@@ -206,10 +219,10 @@ def build_parser() -> Parser:
         p.add_argument(f"--{name.replace('_', '-')}", type=finite_float, help=f"{what} ({default(CellSettings, name)})")
     _strength_rule_option(p)
     _kind_options(p)
-    p.add_argument("--space", choices=SPACES, type=str.lower,
-                   help=f"descriptor space of every descriptor-transferring method and study (default: {default(CellSettings, 'space')}; "
-                        f"closed_form_<space> methods compare the others)")
-    _paper_option(p)
+    p.add_argument("--space", type=str.lower,
+                   help=f"descriptor space of every descriptor-transferring method and study ({', '.join(SPACES)} or one a --plugin "
+                        f"registers; default: {default(CellSettings, 'space')}; closed_form_<space> methods compare the others)")
+    _preset_option(p)
     _lora_options(p, "LoRA route", "the world's, else ")
     p.add_argument("--sweep-strengths", nargs="+", type=finite_float, help="strengths of the sweep (default: 0 to 2 in steps of 0.25)")
     p.add_argument("--sweep-cells", type=count, help=f"cells per kind in the strength sweep, evenly spaced ({default(ExperimentConfig, 'sweep_cells')}; 0: all)")
@@ -221,25 +234,25 @@ def build_parser() -> Parser:
     _workers_option(p)
     p.set_defaults(func=grid_commands.cmd_grid, models=None, finetuned=None)
 
-    demo = inspect.signature(demo_config).parameters
+    shown = preset("demo").experiment
+    lora_cells, weight_space_cells = shown["method_cells"]["lora"], next(c["max_cells"] for c in shown["cells"] if c.get("group") == "same-model")
     p = sub.add_parser("demo", parents=[_common(batch_size=256)], help="the offline demo: the experiment runner's preset on a world's zoo")
     p.add_argument("--out", type=output_dir, default="out/demo", help="run folder (out/demo; rerunning with the same settings resumes)")
     p.add_argument("--world", "--modality", dest="world", default="image", help=f"registered world and its zoo ({', '.join(world_names())}; image)")
     p.add_argument("--families", nargs="+", help="zoo families to include (default: all)")
-    p.add_argument("--lora-cells", type=count, default=demo["lora_cells"].default,
-                   help=f"addition and negation cells that also run the LoRA route ({demo['lora_cells'].default}; 0: none)")
-    p.add_argument("--weight-space-cells", type=count, default=demo["weight_space_cells"].default,
-                   help=f"same-model cells with weight-space arithmetic ({demo['weight_space_cells'].default}; 0: none)")
+    p.add_argument("--lora-cells", type=count, help=f"addition and negation cells that also run the LoRA route (the preset's: {lora_cells}; 0: none)")
+    p.add_argument("--weight-space-cells", type=count, help=f"same-model cells with weight-space arithmetic (the preset's: {weight_space_cells}; 0: none)")
     p.add_argument("--orthoreg-tasks", type=count, default=0,
                    help="run the OrthoReg study on this many tasks (0: off; 3 tasks: six fine-tunes, then every merging "
                         "method's addition and negation sweeps, about 3 CPU-minutes on one core)")
     _kind_options(p)
-    p.add_argument("--space", choices=SPACES, type=str.lower,
-                   help=f"descriptor space of the closed form and the studies (default: {default(CellSettings, 'space')})")
+    p.add_argument("--space", type=str.lower,
+                   help=f"descriptor space of the closed form and the studies ({', '.join(SPACES)} or one a --plugin registers; "
+                        f"default: {default(CellSettings, 'space')})")
     _strength_rule_option(p)
-    _paper_option(p)
+    _preset_option(p, demo=True)
     _workers_option(p)
-    p.set_defaults(func=grid_commands.cmd_demo)
+    p.set_defaults(func=demo.main)
     return parser
 
 
@@ -270,27 +283,12 @@ def _kind_options(p: argparse.ArgumentParser) -> None:
                        help=f"cell kinds {what} (default: {_kinds_name(default(CellSettings, option))})")
 
 
-# what --paper stands for: the paper's exact method (CellSettings.paper), as the flags that set it
-PAPER_FLAGS = {"space": "affinity", "centre": "none", "anchor": "none", "addition_strength": 0.5, "negation_strength": 1.0,
-               "strength_rule": FIXED}
-
-
-def _paper_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--paper", action="store_true",
-                   help="the paper's exact method: affinity descriptor, no centring, no anchors, strengths 0.5 / 1.0 "
-                        "(CellSettings.paper(); refused beside the flags it sets)")
-
-
-def apply_paper(args: argparse.Namespace) -> None:
-    """--paper: set the flags of the paper's method (PAPER_FLAGS), refused beside any of them given."""
-    if not getattr(args, "paper", False):
-        return
-    given = [f"--{k.replace('_', '-')}" for k in PAPER_FLAGS if getattr(args, k, None) is not None]
-    if given:
-        raise PlatonicError(f"--paper sets the paper's method itself: drop {', '.join(given)}")
-    for key, value in PAPER_FLAGS.items():
-        if hasattr(args, key):
-            setattr(args, key, value)
+def _preset_option(p: argparse.ArgumentParser, demo: bool = False) -> None:
+    """--preset NAME (a preset's method settings, presets/NAME.json or a JSON file) and --paper, which is --preset paper."""
+    p.add_argument("--preset", metavar="NAME", help=f"the method settings of a preset: {', '.join(n for n in preset_names() if n != 'demo')}"
+                   f"{'' if demo else ', demo (the demo on --world)'} or a .json file of your own (refused beside a flag it sets)")
+    p.add_argument("--paper", dest="preset", action="store_const", const="paper",
+                   help=f"--preset paper: {preset('paper').description.split(':', 1)[1].strip()}")
 
 
 def _kinds_name(kinds: tuple[str, ...]) -> str:

@@ -12,7 +12,7 @@ import os
 from typing import Any, Sequence
 
 from ..errors import PlatonicError
-from ..evaluate.spec.settings import KIND_CHOICES
+from ..evaluate.plan.settings import KIND_CHOICES
 from ..strength import check_strength_rule
 
 

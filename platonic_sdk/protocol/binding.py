@@ -7,6 +7,7 @@ model, and applies to it with or without those other edits.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping
 
 import attrs
@@ -14,6 +15,14 @@ from torch import Tensor
 
 from ..errors import CheckpointError, ShapeError, TargetMismatchError
 from .stack import base_values, fingerprint
+
+
+def portable_checkpoint(checkpoint: str | None) -> str | None:
+    """A checkpoint as files record it: a hub id as it is, a local folder or file by its name alone (an absolute path
+    would tie the file to one machine's layout; the edit binds to the weights' fingerprint, not to the path)."""
+    if checkpoint is None or not Path(checkpoint).expanduser().exists():
+        return checkpoint
+    return Path(checkpoint).expanduser().resolve().name
 
 
 @attrs.frozen
@@ -33,8 +42,8 @@ class Target:
 
     @classmethod
     def of_encoder(cls, encoder: Any, sites: Mapping[str, Tensor]) -> "Target":
-        """`of` for a DualEncoder's tensors, recording its family, checkpoint and width."""
-        return cls.of(sites, encoder.family, encoder.checkpoint, encoder.embed_dim)
+        """`of` for a DualEncoder's tensors, recording its family, checkpoint (portable_checkpoint) and width."""
+        return cls.of(sites, encoder.family, portable_checkpoint(encoder.checkpoint), encoder.embed_dim)
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready record (what edit files store)."""

@@ -17,10 +17,10 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import CheckpointError, NonFiniteError, NotAffineError, ShapeError, check_finite
+from ..io import MARKER
 from . import stack
 
 SiteKind = Literal["projection", "residual_head"]
-MARKER = "platonic.json"  # what this SDK writes into every checkpoint folder it saves
 CLIP_LOGIT_SCALE = 1 / 0.07  # CLIP's initial logit scale (its temperature 0.07), learned from there in pretraining
 MAX_LOGIT_SCALE = 100.0  # CLIP's cap on the learned scale
 

@@ -251,7 +251,7 @@ class OperatorBank:
         anchors = anchor_grids(composition.by_grid(), anchors)
         info = {
             "target_family": self.target.family,
-            "target_checkpoint": self.target.checkpoint,
+            "target_checkpoint": self.binding.checkpoint,
             "ridge_a": self.ridge_a,
             "ridge_b": self.ridge_b,
             "ridge_why": self.ridge_why,
@@ -282,7 +282,7 @@ class OperatorBank:
             {label: self.operator(utd) for label, utd in descriptors.items()},
             {label: {"task": utd.task, "grid_id": utd.grid_id, "provenance": utd.provenance, "space": utd.space}
              for label, utd in descriptors.items()},
-            self.site_kind, self.ridge_a, self.ridge_b, self.target.family, self.target.checkpoint, self.binding, self.ridge_why,
+            self.site_kind, self.ridge_a, self.ridge_b, self.target.family, self.binding.checkpoint, self.binding, self.ridge_why,
         )
         saved.save(path)
         return saved

@@ -23,6 +23,7 @@ import copy
 import difflib
 import math
 import os
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import attrs
@@ -34,6 +35,7 @@ from ..edits.lora_edit import LoraEdit, media_prefix
 from ..encoding.accel import Prepared, autocast, autocasts, batch_nbytes, batch_rows, cat_batches, map_tensors
 from ..encoding.features import encode_items, landmarks
 from ..errors import GridMismatchError, PlatonicError, ShapeError
+from ..io import MARKER
 from ..items import join
 from ..linalg import relative_ridge
 from ..protocol.binding import Target
@@ -42,7 +44,7 @@ from ..tasks import Grid, anchor_grids
 from ..training.loop import non_negative, positive, total_steps, train
 from ..training.lora_layers import ADAPTER, inject_lora
 from ..training.orthoreg import OrthoReg, lora_updates
-from ..zoo_settings import MANIFEST, member_settings
+from ..zoo_settings import member_settings
 
 
 @attrs.frozen
@@ -78,10 +80,10 @@ def lora_recipe(checkpoint: str | os.PathLike | None, given: Mapping[str, Any] |
                             + f"; known: {', '.join(fields)}")
     world = member_settings(checkpoint)
     if world is not None:
-        base, origin = dict(world.lora), f"the {world.world} world's LoRA recipe (a member of its zoo {world.zoo})"
+        base, origin = dict(world.lora), f"the {world.world} world's LoRA recipe (recorded in the member's folder)"
         unknown = sorted(set(base) - set(fields))
         if unknown:
-            raise PlatonicError(f"{world.zoo / MANIFEST}: the `settings` record's lora holds {unknown}, not LoraRouteConfig fields")
+            raise PlatonicError(f"{Path(checkpoint) / MARKER}: the `world` record's lora holds {unknown}, not LoraRouteConfig fields")
     else:
         base, origin = {}, "LoraRouteConfig's defaults (the paper's; not a member of a world's zoo)"
     shown = [k for k in given if k != "seed"]

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import shutil
 import time
 from pathlib import Path
@@ -23,10 +22,12 @@ import attrs
 import torch
 
 from ..adapters._text import train_tokenizer
+from ..atomic import write_text
 from ..encoding.zeroshot import accuracy
 from ..finetune.source import FinetuneConfig, finetune
 from ..finetune.weightspace import TaskVector
 from ..registry import from_config, load
+from ..zoo_settings import stamp_members
 from .audio_zoo import AUDIO_ZOO_RECIPE
 from .pretrain import pretrain
 from .registry import world_spec
@@ -67,14 +68,14 @@ def finetune_member(recipe: ZooRecipe, encoder: Any, name: str, world: Any, root
 
 
 def _update_manifest(path: Path, name: str | None, entry: dict[str, Any], **top: Any) -> None:
-    """Read-modify-write of the manifest (several build processes may share one zoo folder)."""
+    """Read-modify-write of the manifest (several build processes may share one zoo folder; written atomically), then
+    the world's settings stamped into every member saved so far (zoo_settings.stamp_members)."""
     manifest = json.loads(path.read_text()) if path.is_file() else {"members": {}}
     manifest.update(top)
     if name is not None:
         manifest["members"][name] = {**manifest["members"].get(name, {}), **entry}
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
-    os.replace(tmp, path)  # atomic: a concurrent reader never sees a half-written file
+    write_text(path, json.dumps(manifest, indent=1, sort_keys=True))
+    stamp_members(path.parent)
 
 
 def _save(encoder: Any, folder: Path, half: bool) -> None:

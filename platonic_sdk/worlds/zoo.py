@@ -20,9 +20,10 @@ import attrs
 
 from ..errors import CheckpointError, PlatonicError
 from ..finetune.source import FineTuned
+from ..io import MARKER
 from ..registry import load
+from ..zoo_settings import MANIFEST, member_settings
 from .image import ZOO_DIR, ImageWorld
-from ..zoo_settings import MANIFEST, member_zoo
 from .pretrain import LossKind, PretrainConfig
 
 
@@ -112,13 +113,10 @@ def read_manifest(root: str | Path = ZOO_DIR) -> dict[str, Any]:
 
 
 def zoo_recipe(checkpoint: str | Path | None) -> tuple[dict[str, Any], Path] | None:
-    """(fine-tune recipe, manifest path) when `checkpoint` is a member folder of a built zoo (its parent
-    holds the zoo's manifest, which records the recipe the zoo's own fine-tunes used), else None."""
-    zoo = member_zoo(checkpoint)
-    if zoo is None:
-        return None
-    manifest = read_manifest(zoo)
-    return (dict(manifest["finetune"]), zoo / MANIFEST) if "finetune" in manifest else None
+    """(fine-tune recipe, the file that records it) when `checkpoint` is a member folder of a built zoo (its marker
+    records the recipe the zoo's own fine-tunes used: zoo_settings.member_settings), else None."""
+    world = member_settings(checkpoint)
+    return (dict(world.finetune), Path(checkpoint) / MARKER) if world is not None and world.finetune else None
 
 
 def load_models(root: str | Path = ZOO_DIR, names: Sequence[str] | None = None, device: str | None = None) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from torch import Tensor
 
 from ...linalg import lstsq_map, procrustes_map, ridge_lstsq, unit_rows
 from ...protocol.encoder import DualEncoder
-from ..spec.settings import CellSettings
+from ..plan.settings import CellSettings
 from .cells import Cell, folded
 from .workspace import Workspace
 

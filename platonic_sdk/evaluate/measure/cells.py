@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ...errors import PlatonicError
 from ...spaces import DEFAULT_SPACE
-from ..spec.settings import GROUPS, CellSettings
+from ..plan.settings import GROUPS, CellSettings
 from .workspace import Workspace
 
 Kind = Literal["addition", "negation"]

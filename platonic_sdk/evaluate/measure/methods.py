@@ -11,7 +11,7 @@ route fitted to the cell's composition, capped at 8 cells per kind and group: it
 label_reference (label_reference.py: the closed form fed probe-label descriptors, a labelled reference).
 Settings' `centre` kinds transfer row-centred descriptors in every solving method, and its `space` is the
 descriptor space they transfer (docs/method.md sec. 15); closed_form_<space> runs the closed form in one space
-whatever the settings say (closed_form_affinity, _probability, _pseudo_label, _confidence). Settings' `strength_rule`
+whatever the settings say (one per space, plug-ins included: plan/registry.py's method families). Settings' `strength_rule`
 has the closed form, the oracle and the labelled reference each choose the cell's strength for their own
 descriptors without labels (cells.rule_folded; docs/method.md sec. 17), and
 closed_form_strength_<rule> runs it at one rule's strength whatever the settings say. alignment /
@@ -29,14 +29,12 @@ import attrs
 
 from ...descriptor import UTD, Composition
 from ...edits.lora_edit import LoraEdit
-from ...finetune.weightspace import merge_method, merge_methods
+from ...finetune.weightspace import merge_method
 from ...linalg import unit_rows
-from ...spaces import SPACES
-from ...strength import STRENGTH_RULES
 from ...transfer.closed_form import GridState
 from ...transfer.lora import LoraRouteConfig, fit_lora
-from ..spec.registry import METHODS, CellMethod, MethodFn, method, register_method  # noqa: F401  (re-exported)
-from ..spec.settings import CACHED, CellSettings
+from ..plan.registry import METHODS, CellMethod, MethodFn, method, register_method  # noqa: F401  (re-exported)
+from ..plan.settings import CACHED, CellSettings
 from .alignment import alignment
 from .cells import Cell, cell_solve, eval_names, folded, rule_folded, signed_strength  # noqa: F401  (eval_names: for cell methods)
 from .label_reference import label_reference
@@ -55,22 +53,28 @@ def closed_form(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, 
                        [ws.descriptor(s, t, settings.space) for s, t in terms])
 
 
-def closed_form_at(rule: str) -> MethodFn:
-    """The closed form at the strength `rule` chooses per cell, whatever the settings' rule (closed_form_strength_<rule>)."""
+def closed_form_at_rule(rule: str) -> CellMethod:
+    """closed_form_strength_<rule>: the closed form at the strength `rule` chooses per cell, whatever the settings' rule."""
     def fn(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
         return closed_form(ws, cell, attrs.evolve(settings, strength_rule=rule))
-    return fn
+    return CellMethod(f"closed_form_strength_{rule}", fn, f"closed form, strength by rule {rule}")
 
 
-def closed_form_in(space: str) -> MethodFn:
-    """The closed form transferring every descriptor in `space`, whatever the settings' space (closed_form_<space>);
+def closed_form_in_space(space: str) -> CellMethod:
+    """closed_form_<space>: the closed form transferring every descriptor in `space`, whatever the settings' space;
     None where a source is a descriptor stored in another space (without its fine-tune it cannot be recomputed)."""
     def fn(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float] | None:
         stored = [ws.finetuned.get((s, t)) for s, t in zip(cell.sources, cell.tasks)]
         if any(isinstance(f, UTD) and f.space != space for f in stored):
             return None
         return closed_form(ws, cell, attrs.evolve(settings, space=space))
-    return fn
+    return CellMethod(f"closed_form_{space}", fn, f"closed form, {space.replace('_', '-')} descriptors")
+
+
+def weight_space_chosen(merge: str) -> CellMethod:
+    """weight_space_<merge>: the merging method `merge`, its strength chosen per cell on validation (merging.chosen_weight_space)."""
+    return CellMethod(f"weight_space_{merge}", chosen_weight_space(merge),
+                      f"weight space, {merge_method(merge).description} (strength on validation)")
 
 
 def random_utd(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
@@ -136,15 +140,8 @@ register_method("random_utd", random_utd, "Random-UTD")
 register_method("single_a", single(0), "single A", kinds=("addition",))
 register_method("single_b", single(1), "single B", kinds=("addition",))
 register_method("closed_form", closed_form, "closed form")  # reports add the run's space (report.method_label)
-for _space in SPACES:  # closed_form_affinity, closed_form_probability, closed_form_pseudo_label, closed_form_confidence
-    register_method(f"closed_form_{_space}", closed_form_in(_space), f"closed form, {_space.replace('_', '-')} descriptors")
-for _rule in STRENGTH_RULES:  # closed_form_strength_least_squares, _least_squares_off_task (the "auto" rule), _prediction_share
-    register_method(f"closed_form_strength_{_rule}", closed_form_at(_rule), f"closed form, strength by rule {_rule}")
 register_method("oracle", oracle, "oracle (own UTD)")
 register_method("weight_space", merged_weight_space("task_arithmetic"), "weight-space task arithmetic")
-for _merge in merge_methods():  # every merging method, its strength chosen on validation: weight_space_ties, ...
-    register_method(f"weight_space_{_merge}", chosen_weight_space(_merge),
-                    f"weight space, {merge_method(_merge).description} (strength on validation)")
 register_method("lora", lora, "LoRA route", max_cells=8, sweep=lora_sweep)
 register_method("alignment", alignment("procrustes"), "alignment baseline, Procrustes map (not the method)")
 register_method("alignment_lstsq", alignment("lstsq"), "alignment baseline, least-squares map (not the method)")

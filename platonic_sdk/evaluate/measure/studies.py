@@ -16,8 +16,9 @@ import numpy as np
 from torch import Tensor
 
 from ...errors import PlatonicError
-from ..spec.registry import method
-from ..spec.settings import DEFAULT_ANCHOR, DEFAULT_CENTRE, DEFAULT_SPACE, SWEEP_STRENGTHS, CellSettings
+from ..plan.registry import method
+from ...spaces import DEFAULT_SPACE
+from ..plan.settings import DEFAULT_ANCHOR, DEFAULT_CENTRE, SWEEP_STRENGTHS, CellSettings
 from .cells import Cell, cell_group, eval_names, solve_options
 from .guarantee import guarantee_items, pooled_summary
 from .workspace import Workspace

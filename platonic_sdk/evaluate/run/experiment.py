@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import attrs
 
@@ -23,9 +23,12 @@ from ...errors import PlatonicError
 from ...registry import load
 from ...worlds.registry import world_spec
 from ..measure.benchmark_workspace import benchmark_workspace
+from ..measure.replicates import replicate_workspace
 from ..measure.workspace import Workspace, zoo_workspace
-from ..spec.grid_settings import GridSettings, Words, python_words
-from ..spec.settings import DEFAULT_METHODS, CellSettings, ExperimentConfig, selections
+from ..plan.demo import demo_config
+from ..plan.grid_settings import GridSettings, Words, python_words
+from ..plan.presets import preset
+from ..plan.settings import DEFAULT_METHODS, ExperimentConfig, selections
 from .runner import method_passes, run_experiment, selected_cells
 
 
@@ -46,6 +49,9 @@ class Experiment:
         GridSettings.checked."""
         settings = mapping if isinstance(mapping, GridSettings) else GridSettings.from_mapping(mapping)
         s = settings.checked(say)
+        if s.preset and preset(s.preset).experiment:  # the demo's experiment on the world's zoo
+            return cls.demo(s.world, s.world_seed, families=s.families, device=s.device, batch_size=s.batch_size,
+                            settings={**s.method_settings(), "lora": s.lora})
         workspace_options = dict(per_class=s.per_class, grid_seed=s.grid_seed, batch_size=s.batch_size, progress=progress)
         ridges = dict(ridge_a=s.ridge_a, ridge_b=s.ridge_b)
         strengths: dict[str, float] = {}  # a world's tuned ones; else CellSettings' defaults
@@ -60,9 +66,10 @@ class Experiment:
             ws, describe = _own_workspace(s, workspace_options), {"models": "from the settings' models"}
             held, lora, title = (), {}, "grid"
         else:
-            ws, describe = zoo_workspace(s.world, seed=s.world_seed, families=s.families, tasks=s.tasks, controls=s.controls,
-                                         device=s.device, train_per_class=s.train_per_class, test_per_class=s.test_per_class,
-                                         **ridges, **workspace_options)
+            # the world's replicate at world_seed (measure/replicates.py: from seed 1, a world of shipped items resplits and fine-tunes anew)
+            ws, describe = replicate_workspace(s.world, s.world_seed, families=s.families, tasks=s.tasks, controls=s.controls,
+                                               device=s.device, train_per_class=s.train_per_class, test_per_class=s.test_per_class,
+                                               **ridges, **workspace_options)
             spec = world_spec(s.world)
             tuned = spec.settings()
             held, lora, title = spec.make(seed=s.world_seed).trio, dict(tuned.lora), f"grid on the {s.world} world"
@@ -76,9 +83,7 @@ class Experiment:
         counts = {k: v or None for k, v in given("sweep_cells", "similarity_probes").items()}  # 0: every cell / probe
         config = ExperimentConfig(
             cells=selections(s.kinds, s.groups, s.max_cells), pairing=s.pairing,
-            settings=CellSettings(**{**strengths, **given("addition_strength", "negation_strength", "weight_space_strength", "strength_rule",
-                                                             "space", "centre", "anchor")},
-                                  lora={**lora, "ridge_b": ws.ridge_b, **s.lora}, seed=s.seed),
+            settings=s.cell_settings(strengths, {**lora, "ridge_b": ws.ridge_b}, say),
             methods=tuple(dict.fromkeys(["zero_shot", *s.methods])) if s.methods else DEFAULT_METHODS,
             method_cells=s.method_cells, held_out=tuple(held_out), similarity=s.similarity, **given("sweep_strengths"), **counts,
         )
@@ -86,6 +91,19 @@ class Experiment:
                     "train_per_class": s.train_per_class, "test_per_class": s.test_per_class, "test_fraction": s.test_fraction,
                     "data_root": s.data_root}
         return cls(ws, config, describe, title)
+
+    @classmethod
+    def demo(cls, world: str = "image", seed: int = 0, *, families: Sequence[str] | None = None, device: str | None = None,
+             batch_size: int = 256, lora_cells: int | None = None, weight_space_cells: int | None = None, orthoreg_tasks: int = 0,
+             orthoreg_recipe: Mapping[str, Any] | None = None, method: str | None = None,
+             settings: Mapping[str, Any] | None = None) -> "Experiment":
+        """`platonic demo` as an experiment: `world`'s shipped zoo (its `families`, all by default; the world and its
+        probe grids drawn with `seed`) and the demo preset, plan.demo.demo_config (the other keywords: its own).
+        `Experiment.demo("real").run("out/demo")` runs the main job on the real world."""
+        config = demo_config(world, seed, lora_cells=lora_cells, weight_space_cells=weight_space_cells, orthoreg_tasks=orthoreg_tasks,
+                             orthoreg_recipe=orthoreg_recipe, method=method, settings=settings)  # checked before any model loads
+        ws, describe = zoo_workspace(world, seed=seed, families=families, device=device, grid_seed=seed, batch_size=batch_size)
+        return cls(ws, config, describe, f"platonic demo ({world} world, seed {seed})")
 
     def run(self, folder: Any = None, *, progress: bool = False, title: str | None = None,
             describe: Mapping[str, Any] | None = None, workers: int | None = None) -> dict[str, Any] | None:

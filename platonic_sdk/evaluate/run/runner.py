@@ -44,7 +44,7 @@ from ..measure.similarity import similarity
 from ..measure.workspace import Workspace
 from ..report import plots
 from ..report import render as report
-from ..spec.settings import KINDS, CellSelection, CellSettings, ExperimentConfig
+from ..plan.settings import KINDS, CellSelection, CellSettings, ExperimentConfig
 from .ranks import run_cells, same_settings, warm
 from .runfolder import REPORT_FILE, RunFolder
 from .workers import PassPool, one_thread, pass_workers, threads

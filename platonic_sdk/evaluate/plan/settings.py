@@ -7,9 +7,10 @@ from typing import Any, Mapping, Sequence
 import attrs
 
 from ...errors import PlatonicError, check_strength
-from ...spaces import DEFAULT_SPACE, SPACES, check_space
-from ...strength import DEFAULT_STRENGTH_RULE, rule_or_fixed
-from .registry import method
+from ...spaces import check_space
+from ...strength import rule_or_fixed
+from .presets import preset
+from .registry import family_methods, method
 
 KINDS = ("addition", "negation")
 GROUPS = ("same-model", "same-architecture", "cross-family")
@@ -20,13 +21,19 @@ CACHED = ("zero_shot", "random_utd", "single_a", "single_b", "closed_form", "ora
 MERGED = tuple(f"weight_space_{m}" for m in ("task_arithmetic", "ties", "dare", "tsv", "iso_c"))
 DEFAULT_METHODS = CACHED + MERGED
 SWEEP_STRENGTHS = tuple(i / 4 for i in range(9))  # the strength sweep: 0, 0.25, ..., 2
-# the strength sweep's methods: every method that transfers descriptors from cached features (the closed form in each
-# space, the oracle, the labelled reference, Random-UTD, the alignment baselines). "lora" added to them sweeps the LoRA
-# route on the cells it ran on: one more fit per cell, and a forward pass of every evaluation set per strength.
-SWEPT = ("closed_form", *(f"closed_form_{s}" for s in SPACES), "oracle", "label_reference", "random_utd", "alignment",
-         "alignment_lstsq")
-DEFAULT_CENTRE = ("negation",)  # kinds whose descriptors are row-centred by default (docs/method.md: measured on seeds 5-7)
-DEFAULT_ANCHOR = ("negation",)  # kinds whose solves anchor the other attributes' probes by default (docs/method.md)
+
+
+def swept_methods() -> tuple[str, ...]:
+    """The strength sweep's default methods: every method that transfers descriptors from cached features (the closed
+    form in the run's space and in every registered space, plug-ins included; the oracle, the labelled reference,
+    Random-UTD, the alignment baselines). "lora" added to them sweeps the LoRA route on the cells it ran on: one more
+    fit per cell, and a forward pass of every evaluation set per strength."""
+    return ("closed_form", *family_methods("closed_form_"), "oracle", "label_reference", "random_utd", "alignment", "alignment_lstsq")
+
+
+DEFAULT_METHOD = preset("default").method  # the default method's settings, as data (presets/default.json)
+DEFAULT_CENTRE = tuple(DEFAULT_METHOD["centre"])  # kinds whose descriptors are row-centred by default (docs/method.md: seeds 5-7)
+DEFAULT_ANCHOR = tuple(DEFAULT_METHOD["anchor"])  # kinds whose solves anchor the other attributes' probes by default (docs/method.md)
 KIND_CHOICES = {"none": (), "addition": ("addition",), "negation": ("negation",), "all": KINDS}  # --centre / --anchor values
 
 
@@ -43,7 +50,7 @@ class CellSettings:
     `centre` lists the kinds whose descriptors are row-centred before the solve (UTD.centred); `anchor`
     the kinds whose solves hold the probes of the transfer tasks that read other attributes in place
     (Workspace.anchor_tasks; OperatorBank.operator's anchors); `space` is the descriptor space every
-    descriptor-transferring method and study reads (spaces.SPACES; docs/method.md sec. 15); `strength_rule`
+    descriptor-transferring method and study reads (spaces.space_names(); docs/method.md sec. 15); `strength_rule`
     (default: the default rule, "auto"; None or "fixed": the fixed strengths) is the rule with which the
     closed-form cell methods (closed_form, closed_form_<space>, the oracle and the labelled reference) choose
     each cell's strength from the target, the cell's descriptors and the other transfer tasks' unlabelled probes instead of addition_strength / negation_strength (strength.strength_rule;
@@ -57,16 +64,25 @@ class CellSettings:
     seed: int = 0
     centre: tuple[str, ...] = attrs.field(default=DEFAULT_CENTRE, converter=tuple, validator=_cell_kinds)
     anchor: tuple[str, ...] = attrs.field(default=DEFAULT_ANCHOR, converter=tuple, validator=_cell_kinds)
-    space: str = attrs.field(default=DEFAULT_SPACE, converter=check_space)
-    strength_rule: str | None = attrs.field(default=DEFAULT_STRENGTH_RULE, converter=rule_or_fixed)
+    space: str = attrs.field(default=DEFAULT_METHOD["space"], converter=check_space)
+    strength_rule: str | None = attrs.field(default=DEFAULT_METHOD["strength_rule"], converter=rule_or_fixed)
+
+    @classmethod
+    def preset(cls, name: str, **fields: Any) -> "CellSettings":
+        """The settings of preset `name`'s method block (presets.preset: "default", "paper" or a JSON file), `fields`
+        on top; a field the preset sets is refused (PlatonicError), so a preset always means what its file says."""
+        method = preset(name).method
+        clash = sorted(set(fields) & set(method))
+        if clash:
+            raise PlatonicError(f"preset {name} sets {', '.join(clash)} itself: drop {', '.join(clash)}")
+        return cls(**method, **fields)
 
     @classmethod
     def paper(cls, lora: Mapping[str, Any] | None = None, seed: int = 0) -> "CellSettings":
-        """The paper's exact method (`platonic demo|grid --paper`): the affinity UTD (docs/method.md sec. 2), no
-        row-centring, no anchors, fixed strengths 0.5 on addition cells and 1.0 on negation cells; `lora` and
+        """The paper's exact method (`platonic demo|grid --paper`; presets/paper.json): the affinity UTD (docs/method.md
+        sec. 2), no row-centring, no anchors, fixed strengths 0.5 on addition cells and 1.0 on negation cells; `lora` and
         `seed` as in the constructor."""
-        return cls(addition_strength=0.5, negation_strength=1.0, lora=lora or {}, seed=seed, centre=(), anchor=(),
-                   space="affinity", strength_rule=None)
+        return cls.preset("paper", lora=lora or {}, seed=seed)
 
     def centres(self, kind: str) -> bool:
         """Whether cells of `kind` transfer row-centred descriptors."""
@@ -121,7 +137,7 @@ class ExperimentConfig:
     method_cells: Mapping[str, int | None] = attrs.field(factory=dict, converter=dict)
     sweep_strengths: tuple[float, ...] = attrs.field(default=SWEEP_STRENGTHS, converter=_floats)
     sweep_cells: int | None = 200  # per kind, evenly spaced over the cells (None: every cell)
-    sweep_methods: tuple[str, ...] = attrs.field(default=SWEPT, converter=tuple)
+    sweep_methods: tuple[str, ...] = attrs.field(factory=swept_methods, converter=tuple)
     accumulation: bool = True
     held_out: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     guarantee: bool = True

@@ -11,10 +11,12 @@ import attrs
 
 from ...data.specs import TaskOptions
 from ...errors import PlatonicError
-from ...strength import rule_or_fixed
 from ...worlds.registry import checked_world
+from .presets import preset
 from .registry import method_name
-from .settings import KINDS
+from .settings import KINDS, CellSettings
+
+METHOD_KEYS = ("addition_strength", "negation_strength", "weight_space_strength", "strength_rule", "space", "centre", "anchor")
 
 Words = Callable[[str], str]  # a setting's key -> the words its user knows it by (the CLI: its flag)
 
@@ -50,9 +52,12 @@ class GridSettings:
     (LoraRouteConfig fields) of CellSettings;
     the studies: `held_out` (related tasks, then the held-out one; default the world's trio or the
     benchmark's), `sweep_strengths`, `sweep_cells` and `similarity_probes` (0: every cell / probe), `similarity`.
+    `preset` names a preset (evaluate.plan.presets: "paper", "default", "demo", or a JSON file): its method settings
+    (a setting it fixes is refused beside it) and, for "demo", its experiment on a world's zoo.
     """
 
     world: str = "image"
+    preset: str | None = None
     families: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
     tasks: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
     controls: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
@@ -113,7 +118,9 @@ class GridSettings:
         names a setting in the caller's words."""
         for name in [*(self.methods or ()), *self.method_cells]:
             method_name(name)
-        rule_or_fixed(self.strength_rule)
+        self.cell_settings(say=say)  # the method's settings, checked where they are built
+        if self.preset and preset(self.preset).experiment and (self.benchmark or self.models):
+            raise PlatonicError(f"{say('preset')} {self.preset} runs on a world's zoo: drop {say('benchmark' if self.benchmark else 'models')}")
         if self.benchmark:
             from ...data.benchmark import benchmark_name  # numpy and the dataset readers: only for a benchmark
 
@@ -140,6 +147,23 @@ class GridSettings:
                                         "and a checkpoint or utd")
             return self
         return attrs.evolve(self, world=checked_world(self.world))
+
+    def method_settings(self) -> dict[str, Any]:
+        """The CellSettings fields these settings give (None ones left to the preset, the world or the class)."""
+        return {k: getattr(self, k) for k in METHOD_KEYS if getattr(self, k) is not None}
+
+    def cell_settings(self, strengths: Mapping[str, float] | None = None, lora: Mapping[str, Any] | None = None,
+                      say: Words = python_words) -> CellSettings:
+        """The CellSettings of these settings: `preset`'s method (default: the default preset), the given settings on top
+        (one the preset fixes is refused), `strengths` (a world's tuned ones) where neither sets them, the LoRA-route
+        recipe `lora` with the settings' own `lora` on top, and the seed."""
+        given = self.method_settings()
+        method = preset(self.preset).method if self.preset else {}
+        clash = [say(k) for k in given if k in method]
+        if clash:
+            raise PlatonicError(f"preset {self.preset} sets {', '.join(clash)} itself: drop {', '.join(clash)}")
+        fallback = {k: v for k, v in (strengths or {}).items() if k not in method and k not in given}
+        return CellSettings(**{**fallback, **method, **given}, lora={**(lora or {}), **self.lora}, seed=self.seed)
 
     def task_options(self) -> TaskOptions:
         return TaskOptions(self.data_root, self.templates, self.test_fraction, self.seed, self.world_seed,
