@@ -2,12 +2,14 @@
 
 A reader sees the old file or the new one, never half of one; a write that fails or is interrupted
 leaves the old file as it was and removes its temporary file. New files get the usual mode
-(0666 minus the umask), not mkstemp's 0600.
+(0666 minus the umask), not mkstemp's 0600. A target that is a folder, or whose folder is a file, is
+refused before anything is written, naming the path the caller gave.
 
-A process killed outright (SIGKILL, power loss) cannot remove its temporary file, so temporary files
-are named after their target, host and process (`.NAME.HOST.PID.RANDOM.tmp`), and a write first
-removes the ones of the same target that a process of this host which no longer runs left behind
-(a live writer's, or another host's on a shared file system, are left alone).
+A process killed outright (SIGKILL, power loss) runs no clean-up code, so it cannot remove its temporary
+file. Temporary files are therefore named after their target, host and process
+(`.NAME.HOST.PID.RANDOM.platonic.tmp`), and every write first removes, from the folder it writes in, the
+ones that a process of this host which no longer runs left behind (a live writer's, or another host's on a
+shared file system, are left alone).
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ import socket
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
+
+from .errors import PlatonicError
+
+SUFFIX = ".platonic.tmp"  # what ends the name of every temporary file of this module
 
 
 def _umask() -> int:
@@ -42,32 +48,41 @@ def _running(pid: int) -> bool:
     return True
 
 
-def remove_stale(path: str | os.PathLike) -> list[Path]:
-    """Remove the temporary files of `path` left by killed writers of this host; returns what it removed."""
-    path = Path(path)
-    prefix, host, removed = f".{path.name}.", _host(), []
+def remove_stale(folder: str | os.PathLike) -> list[Path]:
+    """Remove the temporary files in `folder` that killed writers of this host left; returns what it removed."""
+    folder, host, removed = Path(folder), _host(), []
     try:
-        names = [n for n in os.listdir(path.parent) if n.startswith(prefix) and n.endswith(".tmp")]
+        names = [n for n in os.listdir(folder) if n.startswith(".") and n.endswith(SUFFIX)]
     except OSError:
         return removed
     for name in names:
-        fields = name[len(prefix):-len(".tmp")].rsplit(".", 3)
-        if len(fields) != 3 or fields[0] != host or not fields[1].isdigit():
-            continue  # another target's (a longer name that starts alike), another host's, or not ours
-        if int(fields[1]) != os.getpid() and not _running(int(fields[1])):
+        fields = name[1 : -len(SUFFIX)].rsplit(".", 3)  # target, host, pid, random (the target's name may hold dots)
+        if len(fields) != 4 or fields[1] != host or not fields[2].isdigit():
+            continue  # another host's, or not of this pattern
+        if int(fields[2]) != os.getpid() and not _running(int(fields[2])):
             with contextlib.suppress(OSError):
-                (path.parent / name).unlink()
-                removed.append(path.parent / name)
+                (folder / name).unlink()
+                removed.append(folder / name)
     return removed
+
+
+def _writable(path: Path) -> None:
+    """Refuse a target that is a folder, or whose folder cannot be made because a part of its path is a file."""
+    if path.is_dir():
+        raise PlatonicError(f"cannot write {path}: it is a folder; give the path of a file to write")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise PlatonicError(f"cannot write {path}: a part of its folder {path.parent} is a file, not a folder") from None
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path in `path`'s folder; when the block ends it replaces `path` (os.replace)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale(path)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.{_host()}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    _writable(path)
+    remove_stale(path.parent)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.{_host()}.{os.getpid()}.", suffix=SUFFIX, dir=path.parent)
     os.close(fd)
     tmp = Path(name)
     try:

@@ -3,32 +3,90 @@
 Every file records its `kind` (utd, operator_edit, lora_edit, task_vector, feature_cache, ...), the SDK
 version and free-form JSON metadata; loading checks the kind and reports corrupt files clearly. Files
 are written atomically (`atomic.atomic_path`): a crash or Ctrl-C leaves the old file or the new one,
-never half of one nor a stray temporary file, and the file gets the umask's mode (not safetensors' 0600).
+never half of one, and the file gets the umask's mode (not safetensors' 0600). One object always gives
+the same bytes: the metadata's keys are sorted, and safetensors lays tensors out by dtype and name.
+`read_header` reads what a file is and what it records without reading a tensor or importing torch, so
+that the command line checks its files before any model library loads.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Any
+import struct
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import safetensors.torch
-from torch import Tensor
+import safetensors
 
 from .atomic import atomic_path
 from .errors import CheckpointError, check_real
 from .version import __version__
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 FORMAT = "platonic_sdk"
 MARKER = "platonic.json"  # the JSON record this SDK writes into every checkpoint and adapter folder it saves
 
 
 def save_tensors(path: str | os.PathLike, tensors: dict[str, Tensor], kind: str, meta: dict[str, Any]) -> None:
-    """Write `tensors` and `meta` (JSON-serialisable) to a safetensors file tagged with `kind`, atomically."""
+    """Write `tensors` and `meta` (JSON-serialisable) to a safetensors file tagged with `kind`, atomically; the same
+    arguments give the same bytes."""
+    import safetensors.torch
+
     header = {"format": FORMAT, "kind": kind, "sdk_version": __version__, "meta": json.dumps(meta, sort_keys=True)}
     contiguous = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
     with atomic_path(path) as tmp:
         safetensors.torch.save_file(contiguous, str(tmp), metadata=header)
+        _sort_metadata(tmp)
+
+
+def _sort_metadata(path: Path) -> None:
+    """Rewrite, in place, the header of the safetensors file at `path` with its metadata's keys sorted: safetensors
+    writes them in the order of a hash map, which changes from one process to the next."""
+    with open(path, "r+b") as fh:
+        (size,) = struct.unpack("<Q", fh.read(8))
+        header = json.loads(fh.read(size))
+        header["__metadata__"] = dict(sorted(header["__metadata__"].items()))
+        text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+        # the same strings, escaped only where JSON must: never longer than what safetensors wrote (padded with spaces)
+        assert len(text) <= size, (len(text), size)
+        fh.seek(8)
+        fh.write(text.ljust(size))
+
+
+def safetensors_metadata(path: str | os.PathLike) -> dict[str, str]:
+    """The string metadata of any safetensors file's header, read without any tensor (and without torch); CheckpointError
+    when the file is missing or is not a readable safetensors file (damaged, cut short or of another format)."""
+    if not os.path.isfile(path):
+        raise CheckpointError(f"{path} is a folder, not a file" if os.path.isdir(path) else f"no such file: {path}")
+    try:
+        with safetensors.safe_open(str(path), framework="numpy") as fh:
+            return fh.metadata() or {}
+    except Exception as exc:  # safetensors raises several types for truncated or foreign files
+        reason = str(exc).removeprefix("Error while deserializing header: ")
+        raise CheckpointError(f"{path} is not a safetensors file, or a damaged one ({reason})") from None
+
+
+def read_header(path: str | os.PathLike, kind: str | None = None) -> tuple[str, dict[str, Any]]:
+    """(kind, meta) of a file written by `save_tensors`, read from its header alone; `kind` given means it must match.
+    CheckpointError names the file when it is missing, unreadable, not written by this SDK or of another kind."""
+    header = safetensors_metadata(path)
+    if header.get("format") != FORMAT:
+        raise CheckpointError(f"{path} was not written by platonic_sdk (no '{FORMAT}' header)")
+    if not isinstance(header.get("kind"), str) or not header["kind"]:
+        raise CheckpointError(f"{path} has a platonic_sdk header without a 'kind' (what the file holds); it is damaged or "
+                              "was not written by save_tensors")
+    if kind is not None and header["kind"] != kind:
+        raise CheckpointError(f"{path} holds a {header['kind']!r}, expected a {kind!r}")
+    try:
+        meta = json.loads(header.get("meta", "{}"))
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{path} has corrupt metadata ({exc})") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{path} has corrupt metadata (not a JSON object)")
+    return header["kind"], meta
 
 
 def load_tensors(
@@ -39,31 +97,17 @@ def load_tensors(
     `kind` given means it must match; `real` means every tensor must hold real floating-point numbers
     (complex, bool or integer tensors are refused rather than silently converted).
     """
-    if not os.path.isfile(path):
-        raise CheckpointError(f"no such file: {path}")
+    import safetensors.torch
+
+    found, meta = read_header(path, kind)
     try:
-        with safetensors.safe_open(str(path), framework="pt") as fh:
-            header = fh.metadata() or {}
-            tensors = {k: fh.get_tensor(k) for k in fh.keys()}
-    except Exception as exc:  # safetensors raises several types for truncated or foreign files
-        raise CheckpointError(f"{path} is not a readable safetensors file ({exc})") from None
-    if header.get("format") != FORMAT:
-        raise CheckpointError(f"{path} was not written by platonic_sdk (no '{FORMAT}' header)")
-    if not isinstance(header.get("kind"), str) or not header["kind"]:
-        raise CheckpointError(f"{path} has a platonic_sdk header without a 'kind' (what the file holds); it is damaged or "
-                              "was not written by save_tensors")
-    if kind is not None and header.get("kind") != kind:
-        raise CheckpointError(f"{path} holds a {header.get('kind')!r}, expected a {kind!r}")
-    try:
-        meta = json.loads(header.get("meta", "{}"))
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{path} has corrupt metadata ({exc})") from None
-    if not isinstance(meta, dict):
-        raise CheckpointError(f"{path} has corrupt metadata (not a JSON object)")
+        tensors = safetensors.torch.load_file(str(path))
+    except Exception as exc:  # a header that reads, over tensors that do not
+        raise CheckpointError(f"{path} is a damaged safetensors file ({exc})") from None
     if real:
         for name, t in tensors.items():
             check_real(t, f"{path}: tensor {name!r}")
-    return tensors, meta, header["kind"]
+    return tensors, meta, found
 
 
 def require(path: str | os.PathLike, what: str, tensors: dict[str, Tensor], meta: dict[str, Any],
@@ -83,11 +127,7 @@ def require(path: str | os.PathLike, what: str, tensors: dict[str, Tensor], meta
 
 def file_kind(path: str | os.PathLike) -> str | None:
     """The `kind` of a file that `save_tensors` wrote (read from its header only), else None."""
-    if not os.path.isfile(path):
-        return None
     try:
-        with safetensors.safe_open(str(path), framework="pt") as fh:
-            header = fh.metadata() or {}
-    except Exception:  # not a safetensors file
+        return read_header(path)[0]
+    except CheckpointError:
         return None
-    return header.get("kind") if header.get("format") == FORMAT else None

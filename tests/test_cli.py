@@ -57,13 +57,12 @@ def assert_error_text(status: int, stderr: str, command: str, words: str) -> Non
     assert "Traceback" not in stderr
     lines = stderr.strip().splitlines()
     first = next(i for i, line in enumerate(lines) if "error:" in line)  # warnings may come before it
-    message = " ".join(line.strip() for line in lines[first:])
-    assert lines[first].startswith(f"platonic {command}: error:") and len(lines[first]) <= 200 and words in message, stderr
-    assert all(line.startswith("  ") for line in lines[first + 1:]), stderr  # the details, after a first line of 200 or less
+    assert lines[first].startswith(f"platonic {command}: error:") and words in lines[first], stderr
+    assert first == len(lines) - 1, stderr  # one line, however long
 
 
 def in_process(capsys, work: Path, command: str, words: str, *args: str) -> None:
-    """Run `platonic command args` through cli.main in `work` and check its error (first line, then details)."""
+    """Run `platonic command args` through cli.main in `work` and check its one-line error."""
     old = Path.cwd()
     os.chdir(work)
     try:

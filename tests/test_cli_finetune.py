@@ -47,6 +47,12 @@ def test_movement_reports_accuracy_and_descriptor_size():
     stalled = Movement("t", 40.0, 40.0 + MIN_GAIN / 2, 0.01, MIN_RMS / 2)
     assert stalled.barely_moved and "accuracy +0.5 points" in stalled.warning() and "RMS descriptor entry" in stalled.warning()
     assert "RMS" not in Movement("t", 40.0, 40.0, None, None).warning()
+    worse = Movement("t", 60.0, 55.8, 0.5, 0.25)  # accuracy fell 4.2 points: said as such, not as "barely moved"
+    assert worse.made_worse and not worse.barely_moved and worse.shortfalls() == []
+    assert worse.warning("raise lr", "lower lr") == ("the fine-tune made the model worse on 't': test accuracy 60.0 -> 55.8 (-4.2 points), "
+                                                     "and a descriptor of it carries that loss to a target; lower lr")
+    slightly = Movement("t", 60.0, 59.5, 0.5, 0.25)  # within a point either way: barely moved
+    assert not slightly.made_worse and "barely moved the model (accuracy -0.5 points, under 1 either way)" in slightly.warning()
     torch.manual_seed(0)
     enc = ps.from_config("clip")
     task = ImageWorld(train_per_class=4, test_per_class=3).task("small_shapes")
@@ -80,8 +86,8 @@ def test_finetune_writes_the_fine_tune_the_python_api_makes(tmp_path, capsys):
     assert torch.allclose(UTD.load(tmp_path / "u.safetensors").matrix, expected.matrix, atol=1e-6)
     before, after = accuracy(pre, task), accuracy(saved.encoder, task)
     assert f"source accuracy on 'small_shapes' (test): {before:.1f} -> {after:.1f}" in out.out
-    warned = "warning: the fine-tune barely moved the model" in out.err
-    assert warned == (after - before < MIN_GAIN)
+    worse, barely = before - after >= MIN_GAIN, abs(after - before) < MIN_GAIN
+    assert ("warning: the fine-tune made the model worse" in out.err, "warning: the fine-tune barely moved" in out.err) == (worse, barely)
 
 
 def test_utd_finetune_uses_the_zoo_recipe_and_reports(tmp_path, capsys):

@@ -136,7 +136,7 @@ def test_the_cli_names_the_expected_layout_in_one_line_and_writes_nothing(tmp_pa
     status = cli.main(["evaluate", "--family", "clip", "--checkpoint", str(ZOO_DIR / "clip"), "--task", f"torchvision:eurosat:{tmp_path / 'wrong'}",
                        "--cache-dir", str(tmp_path / "cache"), "--quiet"])
     err = capsys.readouterr().err
-    assert status == 2 and err.startswith("platonic evaluate: error:") and len(err.splitlines()[0]) <= 200
+    assert status == 2 and err.startswith("platonic evaluate: error:") and err.count("\n") == 1
     assert DATASETS["eurosat"].layout in err and sorted(tmp_path.rglob("*")) == before  # no cache folder either
 
 

@@ -137,7 +137,7 @@ def missing_references(text: str, where: Path | None = None, files: str = "md|py
     for path in set(re.findall(r"(?<![\w/.$-])((?:docs|platonic_sdk|adapters|tests|examples|benchmarks)/[\w./-]*)", text)):
         if not exists(path.rstrip(".")):
             bad.append(f"path {path}")
-    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+    for target in re.findall(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)", text):  # [text](target) or [text](target "title")
         if target.startswith(("http://", "https://", "mailto:")) or where is None or where.suffix != ".md":
             continue
         path, _, anchor = target.partition("#")
@@ -171,6 +171,11 @@ def test_a_page_names_only_what_exists(page):
     assert missing_references(page.read_text(), page) == []
 
 
+def test_pyproject_names_only_what_exists():
+    """pyproject.toml's comments and metadata cite files (README.md, tests/...) that exist."""
+    assert missing_references((ROOT / "pyproject.toml").read_text(), ROOT / "pyproject.toml") == []
+
+
 def test_every_help_text_names_only_what_exists():
     texts = help_texts()
     assert len(texts) >= 9  # platonic and each subcommand
@@ -197,6 +202,9 @@ def test_the_checker_finds_what_does_not_exist():
         "docs/method.md sec. 99", "path docs/gone.md", "path worlds/nowhere.py"]
     assert missing_references("[x](method.md#no-such-heading)", ROOT / "docs" / "user_guide.md") == [
         "anchor docs/method.md#no-such-heading", "anchor method.md#no-such-heading"]  # the link, and the method page's anchor
+    assert missing_references('[set-up](install.md "how to install") and [ok](../README.md#worlds "the worlds")',
+                              ROOT / "docs" / "user_guide.md") == ["file install.md", "link install.md"]  # a titled link too
+    assert missing_references("# see docs/install.md", ROOT / "pyproject.toml") == ["path docs/install.md"]
     assert missing_references("docs/method.md#4-closed-form-operator-bank, sec. 1-3 of docs/method.md, report.md, "
                               "platonic_sdk/evaluate/report/render.py, worlds/zoo/clip") == []
 

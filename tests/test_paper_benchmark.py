@@ -198,8 +198,7 @@ def test_missing_datasets_are_all_named_with_their_layouts_before_any_model_load
     code = grid("--benchmark", "paper-image", "--data-root", str(tmp_path / "data"), "--out", str(out),
                 "--model", "clip=/no/such/checkpoint")  # never loaded: the datasets are checked first
     err = capsys.readouterr().err
-    first, *details = err.splitlines()
-    assert code == 2 and "3 of 10 datasets are missing" in first and len(first) <= 200 and all(d.startswith("  ") for d in details)
+    assert code == 2 and "3 of 10 datasets are missing" in err and err.count("\n") == 1  # one line, however long
     err = " ".join(line.strip() for line in err.splitlines())
     data = tmp_path / "data"
     for name, layout in (("EuroSAT", f"{data}/eurosat/2750/<class>/*.jpg"), ("SUN397", f"{data}/SUN397/ClassName.txt"),

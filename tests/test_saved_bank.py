@@ -102,7 +102,7 @@ def test_bad_files_are_refused(made, tmp_path):
     bank.save(path, utds)
     truncated = tmp_path / "truncated.safetensors"
     truncated.write_bytes(path.read_bytes()[:100])
-    with pytest.raises(CheckpointError, match="not a readable safetensors file"):
+    with pytest.raises(CheckpointError, match="is not a safetensors file, or a damaged one"):
         ps.OperatorBank.load(truncated)
     utds["a"].save(tmp_path / "a.safetensors")
     with pytest.raises(CheckpointError, match="holds a 'utd', expected a 'operator_bank'"):

@@ -97,7 +97,9 @@ def test_bank_edit_and_evaluate_start_without_fine_tuning_worlds_plots_or_peft(c
         import torch
         from platonic_sdk import UTD
         from platonic_sdk.cli import commands, main as cli
-        UTD(torch.randn(6, 2), "grid0", "shapes").save({utd!r})
+        from platonic_sdk.data.specs import TaskOptions, load_task
+        grid = load_task("images:shapes", TaskOptions({str(tmp_path)!r})).grid(per_class=30)  # the command's grid: checked before the load
+        UTD(torch.randn(*grid.shape), grid.identity, "shapes").save({utd!r})
 
         def first_model_load(*args, **kwargs):
             report({command!r})

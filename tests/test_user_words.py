@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import re
-import signal
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 import torch
 from PIL import Image
 from test_cli_errors import refused, snapshot
+from test_startup import probe
 
 import platonic_sdk as ps
 from platonic_sdk import ridge
@@ -105,9 +107,14 @@ def test_ridges_are_checked_where_they_are_given():
 def test_an_edit_for_a_residual_head_on_a_projection_names_both_models(zoo_bank, capsys):
     zoo_bank, _ = zoo_bank
     run(zoo_bank, "edit", "--bank", "bank.safetensors", "--add", "shapes", "--quiet", "-o", "sig.safetensors")
-    line = refused(capsys, zoo_bank, "this edit was made for siglip", "evaluate", "--family", "clip", "--checkpoint",
-                   str(ZOO_DIR / "clip"), "--edit", "sig.safetensors", "--task", "amber_shapes", *WORLD)
-    assert f"siglip ({ZOO_DIR / 'siglip'})" in line and f"clip ({ZOO_DIR / 'clip'}) has a projection site" in line
+    evaluate = ("evaluate", "--family", "clip", "--checkpoint", str(ZOO_DIR / "clip"), "--edit", "sig.safetensors", "--task",
+                "amber_shapes", *WORLD)
+    made_for = ps.Edit.load(zoo_bank / "sig.safetensors").target.checkpoint  # as the edit file records it
+    line = refused(capsys, zoo_bank, f"--edit sig.safetensors was made for siglip ({made_for}), not for clip", *evaluate)
+    assert "give --allow-other-target to apply it anyway" in line  # read from the file: no model loaded (test_startup.py)
+    line = refused(capsys, zoo_bank, "this edit was made for siglip", *evaluate, "--allow-other-target")  # then the models say why not
+    clip = ps.load("clip", str(ZOO_DIR / "clip")).checkpoint
+    assert f"siglip ({made_for})" in line and f"clip ({clip}) has a projection site" in line
     assert "attention-pool head (a residual_head site)" in line
 
 
@@ -227,27 +234,6 @@ def test_malformed_files_raise_a_platonic_error_naming_the_file(tmp_path):
         ps.Edit.load(bad_edit)
 
 
-def test_a_later_save_removes_what_a_killed_save_left(tmp_path):
-    """A writer killed with SIGKILL inside atomic_path leaves its temporary file; the next save of that path removes it."""
-    target = tmp_path / "x.safetensors"
-    code = ("import sys, time; from platonic_sdk.atomic import atomic_path\n"
-            f"with atomic_path({str(target)!r}) as tmp:\n    tmp.write_bytes(b'half'); print('in', flush=True); time.sleep(60)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "in"
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait()
-    left = [p.name for p in tmp_path.iterdir()]
-    assert len(left) == 1 and left[0].startswith(".x.safetensors.") and not target.exists()
-    other = tmp_path / f".x.safetensors.elsewhere.{os.getpid()}.abc.tmp"  # another host's: left alone
-    other.write_bytes(b"")
-    from platonic_sdk.io import save_tensors
-
-    save_tensors(target, {"t": torch.ones(1)}, "test", {})
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([other.name, "x.safetensors"])
-
-
 # ---------------------------------------------------------------------------- D. grid --dry-run
 def test_grid_dry_run_checks_everything_and_writes_nothing(tmp_path, capsys):
     import dataset_layouts as layouts  # noqa: F401  (the paper benchmark test's fake layouts)
@@ -318,14 +304,81 @@ def test_usage_errors_come_before_any_model_loads(tmp_path, capsys, no_model_loa
 def test_files_of_the_wrong_kind_are_named_before_any_model_loads(tmp_path, capsys, no_model_loads):
     ps.UTD(torch.randn(6, 2), "grid0", "shapes").save(tmp_path / "shapes.utd.safetensors")
     (tmp_path / "notes.txt").write_text("not a tensor file")
-    refused(capsys, tmp_path, "holds a 'utd', which is not an edit (edit files: lora_edit, operator_edit)", "evaluate", "--family", "clip",
-            "--task", "amber_shapes", "--edit", "shapes.utd.safetensors")
-    refused(capsys, tmp_path, "--bank shapes.utd.safetensors: holds a 'utd', not a 'operator_bank'", "edit", "--bank",
+    refused(capsys, tmp_path, "--edit shapes.utd.safetensors: holds a 'utd'; --edit takes lora_edit or operator_edit files", "evaluate",
+            "--family", "clip", "--task", "amber_shapes", "--edit", "shapes.utd.safetensors")
+    refused(capsys, tmp_path, "--bank shapes.utd.safetensors: holds a 'utd'; --bank takes operator_bank files", "edit", "--bank",
             "shapes.utd.safetensors", "--add", "shapes", "-o", "e.safetensors")
-    refused(capsys, tmp_path, "--add notes.txt: not a file platonic_sdk wrote (--add takes a utd file)", "edit", "--family", "clip",
+    refused(capsys, tmp_path, "--add notes.txt is not a safetensors file, or a damaged one", "edit", "--family", "clip",
             "--add", "notes.txt", "-o", "e.safetensors")
-    refused(capsys, tmp_path, "--descriptor notes.txt: not a file platonic_sdk wrote", "bank", "--family", "clip", "--descriptor",
-            "notes.txt", "-o", "b.safetensors")
+    refused(capsys, tmp_path, "--descriptor notes.txt is not a safetensors file, or a damaged one", "bank", "--family", "clip",
+            "--descriptor", "notes.txt", "-o", "b.safetensors")
+
+
+def _refusals_files(root: Path) -> None:
+    """Files of the refusals below: an edit and a bank for siglip, descriptors of two spaces (one on a grid of 2 probes per
+    class), a damaged safetensors file and a clip checkpoint folder whose weights file is damaged."""
+    from platonic_sdk.edits.edit import OperatorEdit
+    from platonic_sdk.protocol.binding import Target
+    from platonic_sdk.transfer.saved_bank import SavedBank
+
+    siglip = Target({"head.weight": (4, 4)}, "f" * 64, "siglip", str(ZOO_DIR / "siglip"), 4)
+    OperatorEdit(torch.zeros(4, 4), 0.5, "residual_head", {}, siglip).save(root / "sig.safetensors")
+    SavedBank({"shapes": torch.zeros(4, 3), "other": torch.zeros(4, 3)}, {"shapes": {"space": "blend"}, "other": {"space": "affinity"}},
+              "residual_head", 0.1, 0.5, "siglip", str(ZOO_DIR / "siglip"), siglip).save(root / "bank.safetensors")
+    ps.UTD(torch.randn(6, 2), "grid0", "shapes", {"grid_per_class": 2, "grid_seed": 0, "grid_stratified": False}, "blend").save(root / "a.utd.safetensors")
+    ps.UTD(torch.randn(6, 2), "grid1", "shapes", {}, "affinity").save(root / "b.utd.safetensors")
+    fine_tune = (ZOO_DIR / "finetunes" / "siglip" / "amber_shapes.safetensors").read_bytes()
+    (root / "corrupt.safetensors").write_bytes(fine_tune[: len(fine_tune) // 2])
+    shutil.copytree(ZOO_DIR / "clip", root / "broken_clip")
+    weights = root / "broken_clip" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+
+
+def test_file_and_model_refusals_come_before_any_model_library_loads(tmp_path):
+    """Each refusal about a file's content or the wrong model, in a fresh interpreter: status 2, one line, no model
+    library imported (not even torch: the files are read from their headers), nothing written."""
+    _refusals_files(tmp_path)
+    zoo, t = ZOO_DIR, tmp_path
+    evaluate = ["evaluate", "--family", "clip", "--checkpoint", str(zoo / "clip"), "--task", "amber_shapes", "--edit"]
+    utd = ["utd", "--family", "clip", "--task", "amber_shapes", "-o", str(t / "u.safetensors"), "--checkpoint"]
+    edit = ["edit", "-o", str(t / "e.safetensors")]
+    cases = [
+        (evaluate + [str(t / "sig.safetensors")], f"--edit {t / 'sig.safetensors'} was made for siglip ({zoo / 'siglip'}), not for clip"),
+        (evaluate + [str(t / "corrupt.safetensors")], "corrupt.safetensors is not a safetensors file, or a damaged one"),
+        (evaluate + [str(t / "a.utd.safetensors")], "a.utd.safetensors: holds a 'utd'; --edit takes lora_edit or operator_edit files"),
+        (utd + [str(zoo / "clip"), "--ft-checkpoint", str(zoo / "finetunes" / "siglip" / "amber_shapes.safetensors")],
+         f"amber_shapes.safetensors is a fine-tune of siglip ({zoo / 'siglip'}), not of clip: give --family siglip"),
+        (utd + [str(zoo / "clip"), "--ft-checkpoint", str(t / "corrupt.safetensors")], "corrupt.safetensors is not a safetensors file"),
+        (utd + [str(zoo / "siglip"), "--ft-checkpoint", str(t / "corrupt.safetensors")],
+         f"--checkpoint {zoo / 'siglip'} holds a siglip model (its platonic.json says so), not a clip one"),
+        (utd + [str(t / "broken_clip"), "--finetune"], "broken_clip: " + f"{t / 'broken_clip' / 'model.safetensors'} is not a safetensors file"),
+        (edit + ["--bank", str(t / "bank.safetensors"), "--family", "clip", "--add", "shapes"], "was built for 'siglip', not 'clip'"),
+        (edit + ["--bank", str(t / "bank.safetensors"), "--add", "nosuch"], "has no entry 'nosuch'; it holds other, shapes"),
+        (edit + ["--bank", str(t / "bank.safetensors"), "--add", "shapes", "--negate", "other"],
+         "an edit composes descriptors of one space; these are of 2: shapes (blend), other (affinity)"),
+        (edit + ["--family", "siglip", "--add", str(t / "a.utd.safetensors"), "--negate", str(t / "b.utd.safetensors")], "of one space"),
+        (edit + ["--family", "siglip", "--add", str(t / "a.utd.safetensors"), "--per-class", "4"],
+         "a.utd.safetensors was computed on the grid of --per-class 2, not --per-class 4: its grid is rebuilt from what it records, "
+         "so drop --per-class or recompute it with `platonic utd ... --per-class 4`"),
+        (["bank", "--family", "siglip", "--descriptor", str(t / "a.utd.safetensors"), "--grid-seed", "1", "-o", str(t / "b.safetensors")],
+         "not --grid-seed 1"),
+    ]
+    before = snapshot(tmp_path)
+    reports = probe(f"""
+        import contextlib, io, json
+        from platonic_sdk.cli import main as cli
+        for argv in {[argv for argv, _ in cases]!r}:
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                status = cli.main(argv)
+            report(json.dumps([status, err.getvalue()]))
+    """)
+    assert len(reports) == len(cases)
+    for (argv, words), r in zip(cases, reports):
+        status, err = json.loads(r["where"])
+        assert (status, err.count("\n"), r["libraries"], r["modules"]) == (2, 1, [], []), (argv, r)
+        assert err.startswith(f"platonic {argv[0]}: error: ") and words in err, (words, err)
+    assert snapshot(tmp_path) == before
 
 
 def test_an_edit_for_another_width_says_whom_it_was_made_for(tmp_path, capsys):
@@ -340,7 +393,8 @@ def test_an_edit_for_another_width_says_whom_it_was_made_for(tmp_path, capsys):
     ps.from_config("clip", {"projection_dim": 48, "vision_config": {"hidden_size": 48, "intermediate_size": 96}}, seed=3).save(str(tmp_path / "narrow"))
     line = refused(capsys, tmp_path, "this edit was made for clip", "evaluate", "--family", "clip", "--checkpoint", "narrow", "--edit",
                    "e.safetensors", "--task", "amber_shapes", *WORLD)
-    assert f"{ZOO_DIR / 'clip'}" in line and "d=64" in line and "d=48" in line
+    recorded = ps.Edit.load(tmp_path / "e.safetensors").target.checkpoint  # the zoo's clip, as the edit file records it
+    assert f"clip {recorded!r}" in line and "d=64" in line and "d=48" in line
 
 
 def test_library_keywords_reach_the_command_line_as_flags():
@@ -358,15 +412,15 @@ def test_library_keywords_reach_the_command_line_as_flags():
     assert "give --allow-other-target" in user_message("", PlatonicError("x; pass allow_other_target=True (CLI: --allow-other-target) to"))
 
 
-def test_a_long_refusal_keeps_a_short_first_line_and_every_detail(tmp_path, capsys):
-    """A run folder of other settings (the demo's case): the first line says what and what to do, the details follow."""
+def test_a_long_refusal_is_one_line_with_every_detail(tmp_path, capsys):
+    """A run folder of other settings (the demo's case): what and what to do, then every setting that differs, on one line."""
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "run.json").write_text('{"settings": {"families": ["clip", "siglip", "openclip"]}}')
     status = run(tmp_path, "grid", "--families", "clip", "siglip", "--out", "run", "--methods", "closed_form", *WORLD)
-    first, *details = capsys.readouterr().err.splitlines()
-    assert status == 2 and len(first) <= 200 and first.startswith("platonic grid: error: run folder run holds a run with other settings")
-    assert "use another output folder" in first and len(details) > 10 and all(d.startswith("  ") for d in details)
-    assert "  families: ['clip', 'siglip', 'openclip'] -> ['clip', 'siglip'];" in details
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and err.startswith("platonic grid: error: run folder run holds a run with other settings")
+    assert "use another output folder" in err and "families: ['clip', 'siglip', 'openclip'] -> ['clip', 'siglip'];" in err
+    assert err.count(" -> ") > 10  # every setting that differs
 
 
 def test_families_are_listed_from_the_catalog_without_a_model_library():

@@ -9,13 +9,15 @@ import os
 from typing import Any
 
 from ..errors import PlatonicError
+from .files import check_files
 from .grid import check_grid
 from .values import parse_terms
 
 
 def check(args: argparse.Namespace) -> None:
     """The cheapest and most basic facts first, before any model library loads: the family's name (its
-    canonical spelling), then the options the command requires and how they combine."""
+    canonical spelling), then the options the command requires and how they combine, then what the files it reads
+    record (`cli.files`)."""
     from ..data.specs import check_task_spec
     from ..registry import family_name
 
@@ -23,6 +25,7 @@ def check(args: argparse.Namespace) -> None:
         args.family = family_name(args.family)
     _local(getattr(args, "checkpoint", None), "--checkpoint")
     CHECKS.get(args.command, lambda a: None)(args)
+    check_files(args)
     for spec in (s for key in ("task", "tasks", "controls") for s in getattr(args, key, None) or ()):
         check_task_spec(spec)
 
@@ -44,22 +47,6 @@ def _require_all(args: argparse.Namespace, *options: str) -> None:
     """Each of `options` (e.g. "--family") is given."""
     for option in options:
         _require(getattr(args, option.lstrip("-").replace("-", "_")), option)
-
-
-def _file(path: str | None, option: str, kind: str | None = None) -> None:
-    """A file the command reads exists and (`kind`) holds what the option takes, read from its header only: checked
-    before any model loads, whatever the defaults."""
-    if path is None:
-        return
-    if not os.path.isfile(path):
-        raise PlatonicError(f"{option} {path}: " + ("is a folder, not a file" if os.path.isdir(path) else "no such file"))
-    if kind is not None:
-        from ..io import file_kind
-
-        found = file_kind(path)
-        if found != kind:
-            raise PlatonicError(f"{option} {path}: " + (f"holds a {found!r}, not a {kind!r}" if found else "not a file platonic_sdk wrote")
-                                + f" ({option} takes a {kind} file)")
 
 
 def _local(path: str | None, option: str) -> None:
@@ -88,18 +75,12 @@ def _check_utd(args: argparse.Namespace) -> None:
 
 def _check_bank(args: argparse.Namespace) -> None:
     _require_all(args, "--family", "--descriptor", "--output")
-    for path in args.descriptor:
-        _file(path, "--descriptor", "utd")
 
 
 def _check_edit(args: argparse.Namespace) -> None:
     parse_terms(args)
     if not args.bank:
         _require(args.family, "--family (or --bank)")
-        for option, names in (("--add", args.add), ("--negate", args.negate), ("--term", [t.rpartition("=")[0] for t in args.term or ()])):
-            for name in names or ():  # without --bank, a term names a descriptor file
-                _file(name, option, "utd")
-    _file(args.bank, "--bank", "operator_bank")
     if args.route == "lora":
         if args.bank:
             raise PlatonicError("--route lora fits LoRA from descriptor files; --bank holds closed-form operators")
@@ -119,7 +100,6 @@ def _check_edit(args: argparse.Namespace) -> None:
 
 def _check_evaluate(args: argparse.Namespace) -> None:
     _require_all(args, "--family", "--task")
-    _file(args.edit, "--edit")
 
 
 def _check_demo(args: argparse.Namespace) -> None:

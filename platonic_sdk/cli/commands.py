@@ -130,14 +130,15 @@ def _finetuned(pre, task, args: argparse.Namespace):
 
 
 def _report_movement(pre, ft, task, args: argparse.Namespace, utd=None) -> None:
-    """Print the source's accuracy before and after and the descriptor's size; warn when it barely moved."""
+    """Print the source's accuracy before and after and the descriptor's size; warn when it barely moved or got worse."""
     from ..evaluate.measure.movement import movement
 
     moved = movement(pre, ft, task, utd, args.batch_size)
     print(moved.summary())
     given = getattr(args, "ft_adapter", None) or getattr(args, "ft_checkpoint", None)  # a fine-tune made elsewhere
     warning = moved.warning(f"train {given} longer or with a higher learning rate" if given else
-                            "raise --lr or --epochs, or lower --logit-scale")
+                            "raise --lr or --epochs, or lower --logit-scale",
+                            f"check that {given} was fine-tuned on this --task's data" if given else "lower --lr or --epochs")
     if warning:
         print(f"platonic {args.command}: warning: {warning}", file=sys.stderr)
 
@@ -205,6 +206,11 @@ def entry_name(path: str) -> str:
     return name
 
 
+def bank_label(name: str, labels: Sequence[str]) -> str | None:
+    """The bank entry a term names: an entry's label, or a descriptor file whose name gives it (None: no entry)."""
+    return name if name in labels else {entry_name(label): label for label in labels}.get(entry_name(name))
+
+
 def _descriptors(paths: Sequence[str]):
     from ..descriptor import UTD
 
@@ -234,10 +240,11 @@ def _bank_of(target, args: argparse.Namespace):
 def cmd_bank(args: argparse.Namespace) -> int:
     descriptors = _descriptors(args.descriptor)
     tasks = resolve_tasks(args.task or [], args)
+    grids = [descriptor_grid(label, utd, tasks, args) for label, utd in descriptors.items()]  # refused before the model loads
     target = load_model(args.family, args.checkpoint, args)
     bank = _bank_of(target, args)
-    for label, utd in descriptors.items():
-        bank.add_grid(descriptor_grid(label, utd, tasks, args))
+    for grid in grids:
+        bank.add_grid(grid)
     saved = bank.save(args.output, descriptors)
     print(f"wrote {args.output}: {len(saved.operators)} operator(s) for {target.family} ({', '.join(saved.operators)})")
     return 0
@@ -249,8 +256,8 @@ def cmd_edit(args: argparse.Namespace) -> int:
         edit, family = _bank_edit(terms, args)
         target = None
     else:
-        target = load_model(args.family, args.checkpoint, args)
-        edit, family = _fitted_edit(terms, target, args), args.family
+        edit, target = _fitted_edit(terms, args)
+        family = args.family
     if args.output:
         edit.save(args.output)
         print(f"wrote {args.output}: {edit!r}")
@@ -270,23 +277,22 @@ def _bank_edit(terms: list[tuple[str, float]], args: argparse.Namespace):
     """(edit, target family) of a saved bank's operators."""
     from ..transfer import OperatorBank
 
-    saved = OperatorBank.load(args.bank)
-    if args.family and args.family != saved.target_family:
-        raise PlatonicError(f"bank {args.bank} was built for {saved.target_family!r}, not {args.family!r}")
+    saved = OperatorBank.load(args.bank)  # its target family and entries were checked against the command (cli.files)
     _say_ridge(saved.ridge_a, saved.ridge_b, f"recorded in the bank, {saved.ridge_why or 'which predates the record of why'}")
-    labels = {entry_name(label): label for label in saved.operators}  # a term may name an entry or its descriptor file
-    terms = [(n if n in saved.operators else labels.get(entry_name(n), n), c) for n, c in terms]
+    terms = [(bank_label(n, saved.operators) or n, c) for n, c in terms]
     return saved.edit(terms, args.strength), saved.target_family
 
 
-def _fitted_edit(terms: list[tuple[str, float]], target, args: argparse.Namespace):
-    """The edit of descriptor files on `target`: the closed form's operator, or (--route lora) a LoRA fit."""
+def _fitted_edit(terms: list[tuple[str, float]], args: argparse.Namespace):
+    """(edit, target) of descriptor files on --family: the closed form's operator, or (--route lora) a LoRA fit. The
+    descriptors' grids and their composition are checked before the target loads."""
     from ..descriptor import Composition
 
     descriptors = {n: _descriptors([n]).popitem()[1] for n, _ in terms}
     tasks = resolve_tasks(args.task or [], args)
     grids = {label: descriptor_grid(label, utd, tasks, args) for label, utd in descriptors.items()}
     composition = sum((c * descriptors[n] for n, c in terms), Composition(()))
+    target = load_model(args.family, args.checkpoint, args)
     if args.route == "lora":
         from ..transfer.lora import fit_lora, lora_recipe
 
@@ -294,14 +300,14 @@ def _fitted_edit(terms: list[tuple[str, float]], target, args: argparse.Namespac
                                     ("max_steps", args.lora_steps), ("ridge_b", args.ridge_b)) if v is not None}
         config, why = lora_recipe(target.checkpoint, {**chosen, "seed": args.seed})
         print(f"fitting the LoRA route on {target.family} with {why}: {json.dumps(config.describe())}")
-        return fit_lora(target, composition, list(grids.values()), config, progress=not args.quiet).scaled(args.strength)
+        return fit_lora(target, composition, list(grids.values()), config, progress=not args.quiet).scaled(args.strength), target
     bank = _bank_of(target, args)
     for grid in grids.values():
         bank.add_grid(grid)
     if isinstance(args.strength, str):  # a strength rule also reads the probes of the other --task tasks' grids
         for name in set(tasks) - {utd.task for utd in descriptors.values()}:
             bank.add_grid(_grid_of(tasks[name], args))
-    return bank.edit(composition, args.strength)
+    return bank.edit(composition, args.strength), target
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

@@ -72,21 +72,15 @@ KEYWORD_FLAGS = (
     ("allow_twice=True applies it", "--allow-twice applies it"),
     ("UTD.compute(..., space=...)", "platonic utd --space"),
 )
-FIRST_LINE = 200  # characters of an error's first line; the details follow on their own lines
 
 
 def user_message(prefix: str, exc: BaseException) -> str:
-    """`prefix` and the error in a command-line user's words: keywords as flags, a first line of at most
-    FIRST_LINE characters (cut after a clause), then the rest one clause a line."""
+    """`prefix` and the error in a command-line user's words (keywords as flags), on one line: never cut and never
+    split, however long (a terminal wraps it; a script reads one line)."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     for words, flag in KEYWORD_FLAGS:
         text = text.replace(words, flag)
-    text = prefix + text
-    if len(text) <= FIRST_LINE:
-        return text
-    found = (text.rfind(sep, len(prefix), FIRST_LINE - 1) for sep in ("; ", ": ", ", ", " "))  # the widest clause that fits
-    cut = next((c for c in found if c > len(prefix)), FIRST_LINE - 1)  # else a word longer than the line: cut it
-    return text[: cut + 1].rstrip() + "\n" + ";\n".join(f"  {part}" for part in text[cut + 1 :].strip().split("; "))
+    return prefix + text
 
 
 def main(argv: Sequence[str] | None = None) -> int:

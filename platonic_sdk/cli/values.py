@@ -7,6 +7,7 @@ also have the TOML type the option takes: a string, a number, a bool (flags) or 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 from typing import Any, Sequence
@@ -143,7 +144,10 @@ def config_value(action: argparse.Action, value: Any) -> Any:
             raise PlatonicError(f"is a flag: takes true or false, got {_toml_kind(value)}")
         return action.const if value else action.default
     if action.nargs in ("+", "*") or isinstance(action, argparse._AppendAction):
-        values = value if isinstance(value, list) else [value]
+        if not isinstance(value, list):  # a lone value is not quietly made a list: the file says what it means
+            hint = f": write {action.dest} = [{json.dumps(value)}]" if isinstance(value, (str, int, float)) else ""
+            raise PlatonicError(f"takes an array, got {_toml_kind(value)}{hint}")
+        values = value
         if action.nargs == "+" and not values:
             raise PlatonicError("takes at least one value, got an empty array")
         return [_convert(action, v) for v in values]

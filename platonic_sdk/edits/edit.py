@@ -21,9 +21,7 @@ from ..io import load_tensors, save_tensors
 from ..protocol import stack
 from ..protocol.binding import Target
 from ..protocol.encoder import DualEncoder
-
-# Edit kinds whose classes live in modules imported on first use (lora_edit imports peft, which takes seconds).
-_DEFERRED_KINDS = {"lora_edit": "platonic_sdk.edits.lora_edit"}
+from . import KINDS, edit_kinds
 
 
 class Edit(abc.ABC):
@@ -144,10 +142,10 @@ class Edit(abc.ABC):
     def load(cls, path: str | os.PathLike) -> "Edit":
         """Load any saved edit; the file's kind picks the class."""
         tensors, meta, kind = load_tensors(path, real=True)
-        if kind not in Edit._kinds and kind in _DEFERRED_KINDS:  # defined in a module not imported yet
-            importlib.import_module(_DEFERRED_KINDS[kind])
+        if kind not in Edit._kinds and kind in KINDS:  # defined in a module not imported yet
+            importlib.import_module(KINDS[kind])
         if kind not in Edit._kinds:
-            raise PlatonicError(f"{path} holds a {kind!r}, which is not an edit (edit files: {', '.join(sorted({*Edit._kinds, *_DEFERRED_KINDS}))})")
+            raise PlatonicError(f"{path} holds a {kind!r}, which is not an edit (edit files: {', '.join(edit_kinds())})")
         if cls is not Edit and not issubclass(Edit._kinds[kind], cls):
             raise PlatonicError(f"{path} holds a {kind!r}, not a {cls.kind!r}")
         try:

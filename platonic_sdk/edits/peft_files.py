@@ -24,6 +24,7 @@ from peft.utils.constants import CONFIG_NAME, SAFETENSORS_WEIGHTS_NAME
 from peft.utils.other import get_pattern_key
 from torch import Tensor
 
+from ..atomic import atomic_path, write_json
 from ..errors import CheckpointError, PlatonicError
 
 PEFT_PREFIX = "base_model.model."  # what PeftModel puts before the wrapped model's module names
@@ -46,8 +47,11 @@ class Adapter:
 
 
 def write_adapter(folder: str | os.PathLike, adapter: Adapter) -> None:
-    """Write `adapter` as a peft LoRA folder that `PeftModel.from_pretrained(model, folder)` loads."""
+    """Write `adapter` as a peft LoRA folder that `PeftModel.from_pretrained(model, folder)` loads (the weights and the
+    SDK's record atomically; the same adapter gives the same bytes)."""
     folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise PlatonicError(f"cannot write the adapter folder {folder}: it is a file; give the path of a folder")
     config = LoraConfig(
         r=adapter.rank, lora_alpha=adapter.lora_alpha, target_modules=sorted(adapter.factors),
         lora_dropout=0.0, bias="none", base_model_name_or_path=adapter.base_model,
@@ -57,8 +61,9 @@ def write_adapter(folder: str | os.PathLike, adapter: Adapter) -> None:
     for name, (A, B) in adapter.factors.items():
         tensors[f"{PEFT_PREFIX}{name}.lora_A.weight"] = A.detach().contiguous().cpu()
         tensors[f"{PEFT_PREFIX}{name}.lora_B.weight"] = B.detach().contiguous().cpu()
-    safetensors.torch.save_file(tensors, str(folder / SAFETENSORS_WEIGHTS_NAME), metadata={"format": "pt"})
-    (folder / RECORD).write_text(json.dumps(adapter.record, indent=1, sort_keys=True))
+    with atomic_path(folder / SAFETENSORS_WEIGHTS_NAME) as tmp:  # one metadata key: its bytes never vary
+        safetensors.torch.save_file(tensors, str(tmp), metadata={"format": "pt"})
+    write_json(folder / RECORD, adapter.record)
 
 
 def read_adapter(folder: str | os.PathLike) -> Adapter:

@@ -1,6 +1,7 @@
 """How far a fine-tune moved its model on a task: test accuracy before and after, and the size of its
 descriptor. A near-null fine-tune (a recipe too weak for the model) gives a near-null descriptor, and
-every transfer built on it does nothing; `Movement.warning` says so.
+every transfer built on it does nothing; a fine-tune that lowered the accuracy gives a descriptor of that
+loss. `Movement.warning` says which, if either.
 """
 
 from __future__ import annotations
@@ -28,17 +29,22 @@ class Movement:
     descriptor_rms: float | None = None
 
     def shortfalls(self) -> list[str]:
-        """What is too small: the accuracy gain (< MIN_GAIN points) and/or the RMS descriptor entry (< MIN_RMS)."""
+        """What is too small: the accuracy change (within +-MIN_GAIN points) and/or the RMS descriptor entry (< MIN_RMS)."""
         out = []
-        if self.after - self.before < MIN_GAIN:
-            out.append(f"accuracy {self.after - self.before:+.1f} points, under {MIN_GAIN:g}")
+        if abs(self.after - self.before) < MIN_GAIN:
+            out.append(f"accuracy {self.after - self.before:+.1f} points, under {MIN_GAIN:g} either way")
         if self.descriptor_rms is not None and self.descriptor_rms < MIN_RMS:
             out.append(f"RMS descriptor entry {self.descriptor_rms:.3g}, under {MIN_RMS:g}")
         return out
 
     @property
     def barely_moved(self) -> bool:
-        return bool(self.shortfalls())
+        return not self.made_worse and bool(self.shortfalls())
+
+    @property
+    def made_worse(self) -> bool:
+        """The fine-tune lowered the test accuracy by MIN_GAIN points or more."""
+        return self.before - self.after >= MIN_GAIN
 
     def summary(self) -> str:
         text = f"source accuracy on {self.task!r} (test): {self.before:.1f} -> {self.after:.1f}"
@@ -46,8 +52,14 @@ class Movement:
             text += f"; descriptor norm {self.descriptor_norm:.4g} (RMS entry {self.descriptor_rms:.3g})"
         return text
 
-    def warning(self, remedy: str = "fine-tune with a higher lr or more epochs, or a lower logit_scale") -> str | None:
-        """A one-line warning when the fine-tune barely moved the model, ending with `remedy` (None otherwise)."""
+    def warning(self, remedy: str = "fine-tune with a higher lr or more epochs, or a lower logit_scale",
+                worse_remedy: str = "check that it was fine-tuned on this task's data, or fine-tune with a lower lr or fewer epochs",
+                ) -> str | None:
+        """A one-line warning when the fine-tune made the model worse (ending with `worse_remedy`) or barely moved it
+        (ending with `remedy`); None otherwise."""
+        if self.made_worse:
+            return (f"the fine-tune made the model worse on {self.task!r}: test accuracy {self.before:.1f} -> {self.after:.1f} "
+                    f"({self.after - self.before:+.1f} points), and a descriptor of it carries that loss to a target; {worse_remedy}")
         if not self.barely_moved:
             return None
         return (f"the fine-tune barely moved the model ({'; '.join(self.shortfalls())}): a descriptor of it transfers "
