@@ -1,1 +1,2 @@
-"""Reporting a run: report.json and report.md (`render`) and the figures (`plots`)."""
+"""Reporting a run: report.json (`summaries`), report.md (`render`: `summary`, `cell_tables`, `study_tables`, `paper`,
+`glossary`, `settings_table`, in `names`' words and `text`'s formats) and the figures (`figures`, `plots`, `style`)."""

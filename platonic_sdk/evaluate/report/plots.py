@@ -1,5 +1,7 @@
 """Figures of a run (matplotlib, Agg backend, PNG): similarity heatmap, strength sweeps, frontiers (gain
-against the worst control set's drop), the normalised two-task scatter, accumulation curves and per-task bars. Each function writes one file and returns its path.
+against the worst control set's drop, with the run's own point), the normalised two-task scatter, accumulation
+curves and per-task bars. Each function writes one file and returns its path. A method has one colour in every
+figure (style.colour); `space` is the run's descriptor space, whose colour the closed form takes.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import numpy as np
 
 from ...atomic import atomic_path
 from ..measure.frontier import BUDGETS
+from .names import chosen_words, strength_str
+from .style import colour
 
 GROUP_STYLE = {"same-model": ("tab:green", "o"), "same-architecture": ("tab:orange", "s"), "cross-family": ("tab:blue", "^")}
 # Drawing order of the scatter's groups: the many cross-family cells first, the few same-model ones on top,
@@ -77,10 +81,11 @@ def similarity_heatmap(result: dict[str, Any], path: str | os.PathLike) -> Path:
     return _save(fig, path)
 
 
-def sweep_curves(records: Sequence[dict[str, Any]], path: str | os.PathLike, defaults: dict[str, float] | None = None,
-                 method: str = "closed_form") -> Path:
+def sweep_curves(records: Sequence[dict[str, Any]], path: str | os.PathLike, fixed: dict[str, float] | None = None,
+                 method: str = "closed_form", space: str | None = None, rule: str | None = None) -> Path:
     """`method`'s mean task and control accuracy against the strength (studies.strength_sweep records), one panel
-    per kind (addition, negation)."""
+    per kind (addition, negation), in the method's colour (tasks solid, controls dashed); a dotted line at the
+    run's `fixed` strength of each kind, or, where its strength `rule` chose each cell's, a note that it did."""
     plt = _pyplot()
     records = [r for r in records if r["method"] == method]
     kinds = [k for k in ("addition", "negation") if any(r["kind"] == k for r in records)]
@@ -94,46 +99,55 @@ def sweep_curves(records: Sequence[dict[str, Any]], path: str | os.PathLike, def
                                            np.mean([r["accuracy"][n][i] for n in r["controls"]]) if r["controls"] else np.nan))
         strengths = sorted(by_strength)
         task = [np.nanmean([v[0] for v in by_strength[c]]) for c in strengths]
-        ax.plot(strengths, task, "o-", color="tab:red", label="edited task(s)" if kind == "addition" else "removed task")
+        ax.plot(strengths, task, "o-", color=colour(method, space), label="edited task(s)" if kind == "addition" else "removed task")
         if any(not np.isnan(v[1]) for c in strengths for v in by_strength[c]):  # a study without control sets draws none
             ctrl = [np.nanmean([v[1] for v in by_strength[c]]) for c in strengths]
-            ax.plot(strengths, ctrl, "s--", color="tab:gray", label="control sets (mean)")
-        if defaults and kind in defaults:
-            ax.axvline(defaults[kind], color="black", lw=0.8, ls=":", label=f"default ({defaults[kind]:g})")
+            ax.plot(strengths, ctrl, "s--", color=colour(method, space), alpha=0.6, label="control sets (mean)")
+        if fixed and kind in fixed:
+            ax.axvline(fixed[kind], color="black", lw=0.8, ls=":", label=f"the run's strength ({fixed[kind]:g})")
         cells = len({r["key"] for r in records if r["kind"] == kind})
-        ax.set_title(f"{kind.capitalize()}: strength sweep ({cells} cell{'' if cells == 1 else 's'})")
-        ax.set_xlabel("strength")
+        note = f"\nthe run's strengths: {chosen_words(rule)} (its point: frontier figure)" if rule and not fixed else ""
+        ax.set_title(f"{kind.capitalize()}: strength sweep ({cells} cell{'' if cells == 1 else 's'}){note}", fontsize=10 if note else 12)
+        ax.set_xlabel("strength (every cell at the same fixed strength)")
         ax.set_ylabel("mean accuracy (%)")
         ax.grid(alpha=0.3)
         _legend(ax)
     return _save(fig, path)
 
 
-def frontier_curves(frontiers: dict[str, dict[str, dict[str, Any]]], path: str | os.PathLike) -> Path:
-    """Per kind and group (report.frontier_summary), one line per method: mean gain (removal) against the worst
-    control set's drop over the sweep, a marker per strength, a star at the run's strength; the budgets of 1
-    and 3 points dotted. A method keeps its colour in every panel."""
+def frontier_curves(frontiers: dict[str, dict[str, dict[str, Any]]], path: str | os.PathLike, space: str | None = None) -> Path:
+    """Per kind and group (summaries.frontier_summary), one line per method: mean gain (removal) against the worst
+    control set's drop over the sweep, a marker per strength, a star at the run's own point (each cell at the
+    strength the run used; summaries.run_point); the budgets of 1 and 3 points dotted. A method has its colour
+    (style.colour) in every panel and every report."""
     plt = _pyplot()
     keys = list(frontiers)
-    methods = list(dict.fromkeys(m for key in keys for m in frontiers[key]))
-    colours = {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(methods)}
     fig, axes = plt.subplots(1, max(1, len(keys)), figsize=(5.2 * max(1, len(keys)), 4.4), squeeze=False)
+    starred = []
     for ax, key in zip(axes[0], keys):
         for name, v in frontiers[key].items():
             style = "o-" if name.startswith("closed_form") else "s--"
             ax.plot(v["worst_drop"], v["gain"], style, ms=3.5, lw=1.4 if name.startswith("closed_form") else 1.0,
-                    color=colours[name], label=v["label"])
-            if v["at_strength"] is not None:
-                ax.plot(*v["at_strength"], "*", ms=12, color=colours[name], markeredgecolor="black", markeredgewidth=0.6)
+                    color=colour(name, space), label=v["label"])
+            if v.get("point"):
+                ax.plot(v["point"]["worst_drop"], v["point"]["gain"], "*", ms=13, color=colour(name, space), markeredgecolor="black",
+                        markeredgewidth=0.6, zorder=5, label="_star")
+                starred.append((v["kind"], v["point"]))
         for b in BUDGETS:
             ax.axvline(b, color="black", lw=0.7, ls=":")
         first = next(iter(frontiers[key].values()))
         what = "gain on the tasks" if first["kind"] == "addition" else "removal of the task"
-        ax.set_title(f"{first['kind'].capitalize()}, {first['group']}: frontier (stars: strength {first['strength']:g})", fontsize=9)
+        ax.set_title(f"{first['kind'].capitalize()}, {first['group']}: frontier", fontsize=9)
         ax.set_xlabel(f"worst control set's drop (points; dotted: the budgets {' and '.join(f'{b:g}' for b in BUDGETS)})")
         ax.set_ylabel(f"mean {what} (points)")
         ax.grid(alpha=0.3)
     handles = {h.get_label(): h for ax in axes[0] for h in ax.get_lines() if not h.get_label().startswith("_")}
+    if starred:
+        ruled = next((p for _, p in starred if p["rule"] is not None), None)
+        fixed = {kind: strength_str(p["strength"]) for kind, p in starred if p["rule"] is None}
+        at = chosen_words(ruled["rule"]) if ruled else "fixed: " + " / ".join(f"{c} {kind}" for kind, c in fixed.items())
+        handles[f"the run's point (strengths {at})"] = plt.Line2D([], [], ls="none", marker="*", ms=11, color="white",
+                                                                    markeredgecolor="black")
     fig.tight_layout()
     legend = fig.legend(list(handles.values()), list(handles), fontsize=8, loc="upper center", bbox_to_anchor=(0.5, 0.0),
                         ncol=min(3, len(handles)))
@@ -182,20 +196,23 @@ def two_task_scatter(records: Sequence[dict[str, Any]], path: str | os.PathLike,
     return _save(fig, path)
 
 
-def accumulation_curves(records: Sequence[dict[str, Any]], path: str | os.PathLike) -> Path:
-    """Mean normalised accuracy over the J composed tasks (mean over targets), strength fixed vs divided by J."""
+def accumulation_curves(records: Sequence[dict[str, Any]], path: str | os.PathLike, space: str | None = None) -> Path:
+    """Mean normalised accuracy over the J composed tasks (mean over targets), strength fixed vs divided by J, in the
+    closed form's colour."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.6, 4))
     key = "mean_normalised" if all(r["mean_normalised"] is not None for r in records) else "mean_accuracy"
     zero_key = "zero_shot_normalised" if key == "mean_normalised" else "zero_shot_mean"
-    for schedule, style in (("fixed", "o-"), ("divided", "s-")):
+    for schedule, style in (("fixed", "o-"), ("divided", "s--")):
         rows = [r for r in records if r["schedule"] == schedule]
         Js = sorted({r["J"] for r in rows})
         ys = [np.mean([r[key] for r in rows if r["J"] == J]) for J in Js]
         strength = rows[0]["strength"] if rows else 0.0
-        ax.plot(Js, ys, style, label=f"strength {strength:g}" if schedule == "fixed" else f"strength {strength:g} / J")
+        ax.plot(Js, ys, style, color=colour("closed_form", space),
+                label=f"closed form, strength {strength:g}" if schedule == "fixed" else f"closed form, strength {strength:g} / J")
     Js = sorted({r["J"] for r in records})
-    ax.plot(Js, [np.mean([r[zero_key] for r in records if r["J"] == J and r["schedule"] == "fixed"]) for J in Js], "k:", label="zero-shot")
+    ax.plot(Js, [np.mean([r[zero_key] for r in records if r["J"] == J and r["schedule"] == "fixed"]) for J in Js], ":",
+            color=colour("zero_shot"), label="zero-shot")
     ax.set_xticks(Js)
     ax.set_xlabel("number of composed tasks J")
     ax.set_ylabel("mean normalised accuracy (%)" if key == "mean_normalised" else "mean accuracy (%)")
@@ -210,12 +227,12 @@ def per_task_bars(per_task: dict[str, dict[str, float]], path: str | os.PathLike
     """Per task: zero-shot, the single-term closed form, the oracle and the sources' own fine-tunes (mean accuracy)."""
     plt = _pyplot()
     tasks = list(per_task)
-    series = (("zero_shot", "zero-shot", "tab:gray"), ("single", "closed form, single term", "tab:blue"),
-              ("oracle", "oracle (own UTD)", "tab:green"), ("finetuned", "source fine-tuned", "tab:red"))
+    series = (("zero_shot", "zero-shot", colour("zero_shot")), ("single", "closed form, single term", colour("single_a")),
+              ("oracle", "oracle (own UTD)", colour("oracle")), ("finetuned", "source fine-tuned", colour("finetuned")))
     fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(tasks) + 2), 4.2))
     width = 0.8 / len(series)
-    for i, (key, label, colour) in enumerate(series):
-        ax.bar(np.arange(len(tasks)) + (i - 1.5) * width, [per_task[t][key] for t in tasks], width, label=label, color=colour)
+    for i, (key, label, shade) in enumerate(series):
+        ax.bar(np.arange(len(tasks)) + (i - 1.5) * width, [per_task[t][key] for t in tasks], width, label=label, color=shade)
     ax.set_xticks(range(len(tasks)), tasks, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("mean accuracy (%)")
     ax.set_title("Per task (cross-family addition cells)")
