@@ -42,8 +42,8 @@ from ..measure.merging import orthoreg_comparison
 from ..measure.methods import evaluate_cell, lora_inputs, method
 from ..measure.similarity import similarity
 from ..measure.workspace import Workspace
-from ..report import plots
 from ..report import render as report
+from ..report.figures import draw_figures
 from ..plan.settings import KINDS, CellSelection, CellSettings, ExperimentConfig
 from .ranks import run_cells, same_settings, warm
 from .runfolder import REPORT_FILE, RunFolder
@@ -193,7 +193,7 @@ def _run(ws: Workspace, folder: RunFolder | None, config: ExperimentConfig, desc
 
     summary = report.summarise_run(ws, list(records.values()), results, config)
     summary["config"] = {**folder_settings(ws, config), "describe": describe}
-    summary["figures"] = timed("figures", lambda: drawn_figures(folder, summary) or draw_figures(folder, summary, list(records.values()), results, config))
+    summary["figures"] = timed("figures", lambda: drawn_figures(folder, summary) or draw_figures(folder.path, summary, list(records.values()), results))
     timings["total"] = round(time.perf_counter() - started, 2)
     summary["timings"] = timings
     summary["cells"] = {"records": len(records), "resumed": resumed, "passes": len(passes)}
@@ -275,27 +275,6 @@ def folder_settings(ws: Workspace, config: ExperimentConfig) -> dict[str, Any]:
     if "lora" in {m for s in config.cells for m in s.methods or config.methods}:
         used["settings"]["lora"] = LoraRouteConfig(**config.settings.lora, seed=config.settings.seed).describe()
     return used
-
-
-def draw_figures(folder: RunFolder, summary: dict[str, Any], records: Sequence[dict[str, Any]], results: dict[str, Any],
-                 config: ExperimentConfig) -> dict[str, str]:
-    """Every figure the run's results allow, as paths relative to the folder."""
-    out, figures = folder.path, {}
-    rel = lambda path: path.relative_to(out).as_posix()  # noqa: E731
-    if any(r["kind"] == "addition" for r in records):
-        figures["scatter"] = rel(plots.two_task_scatter(records, out / "figures/two_task_scatter.png"))
-    if any(r["method"] == "closed_form" for r in results.get("sweep") or ()):
-        defaults = {kind: config.settings.strength_of(kind) for kind in KINDS}
-        figures["sweep"] = rel(plots.sweep_curves(results["sweep"], out / "figures/strength_sweep.png", defaults))
-    if summary.get("frontier"):
-        figures["frontier"] = rel(plots.frontier_curves(summary["frontier"], out / "figures/frontier.png"))
-    if results.get("accumulation"):
-        figures["accumulation"] = rel(plots.accumulation_curves(results["accumulation"], out / "figures/accumulation.png"))
-    if "similarity" in results:
-        figures["similarity"] = rel(plots.similarity_heatmap(results["similarity"], out / "figures/similarity.png"))
-    if summary.get("per_task"):
-        figures["per_task"] = rel(plots.per_task_bars(summary["per_task"], out / "figures/per_task.png"))
-    return figures
 
 
 def orthoreg_study(ws: Workspace, config: ExperimentConfig, progress: bool = False) -> dict[str, Any]:
