@@ -63,7 +63,9 @@ def _data() -> Parser:
     g.add_argument("--data-root", metavar="DIR", help="base folder of the paths in data task specs (images:, csv:, torchvision:, hf:, audio:, ...)")
     g.add_argument("--template", action="append", metavar="T", help="prompt template with {} (repeatable; folder tasks)")
     g.add_argument("--test-fraction", type=fraction, default=0.2, help="test share of folder tasks without a split (0.2)")
-    g.add_argument("--world-seed", type=count, default=0, help="seed of the synthetic worlds (0)")
+    g.add_argument("--world-seed", type=count, default=0,
+                   help="a world's seed (0): it redraws a synthetic world's items; on a world of real items (real, real_audio) "
+                        "a seed N >= 1 is replicate N, splits redrawn with probes held out of sources fine-tuned anew")
     g.add_argument("--train-per-class", type=positive_int, help="synthetic-world train items per class (default: the world's, 64)")
     g.add_argument("--test-per-class", type=positive_int, help="synthetic-world test items per class (default: the world's, 40)")
     g.add_argument("--per-class", type=positive_int, default=30, help="probes per class in a task grid (30)")
