@@ -184,7 +184,7 @@ def test_the_sweep_figure_marks_the_run_s_strength_only_where_it_was_fixed(monke
     plots.sweep_curves(_sweep(), tmp_path / "fixed.png", {"addition": 0.5, "negation": 1.0}, space="affinity")
     plots.sweep_curves(_sweep(), tmp_path / "ruled.png", None, space="blend", rule=DEFAULT_STRENGTH_RULE)
     fixed, ruled = ([line.get_label() for ax in fig.axes for line in ax.lines] for fig in figures)
-    assert "the run's strength (0.5)" in fixed and "the run's strength (1)" in fixed
+    assert "the run's strength (0.5)" in fixed and "the run's strength (1.0)" in fixed
     assert not [label for label in ruled if "strength" in label]  # no strength of the run to mark
     assert all("chosen per cell by auto" in ax.get_title() for ax in figures[1].axes)
 

@@ -104,7 +104,7 @@ def sweep_curves(records: Sequence[dict[str, Any]], path: str | os.PathLike, fix
             ctrl = [np.nanmean([v[1] for v in by_strength[c]]) for c in strengths]
             ax.plot(strengths, ctrl, "s--", color=colour(method, space), alpha=0.6, label="control sets (mean)")
         if fixed and kind in fixed:
-            ax.axvline(fixed[kind], color="black", lw=0.8, ls=":", label=f"the run's strength ({fixed[kind]:g})")
+            ax.axvline(fixed[kind], color="black", lw=0.8, ls=":", label=f"the run's strength ({strength_str(fixed[kind])})")
         cells = len({r["key"] for r in records if r["kind"] == kind})
         note = f"\nthe run's strengths: {chosen_words(rule)} (its point: frontier figure)" if rule and not fixed else ""
         ax.set_title(f"{kind.capitalize()}: strength sweep ({cells} cell{'' if cells == 1 else 's'}){note}", fontsize=10 if note else 12)
@@ -209,7 +209,7 @@ def accumulation_curves(records: Sequence[dict[str, Any]], path: str | os.PathLi
         ys = [np.mean([r[key] for r in rows if r["J"] == J]) for J in Js]
         strength = rows[0]["strength"] if rows else 0.0
         ax.plot(Js, ys, style, color=colour("closed_form", space),
-                label=f"closed form, strength {strength:g}" if schedule == "fixed" else f"closed form, strength {strength:g} / J")
+                label=f"closed form, strength {strength_str(strength)}" + (" / J" if schedule == "divided" else ""))
     Js = sorted({r["J"] for r in records})
     ax.plot(Js, [np.mean([r[zero_key] for r in records if r["J"] == J and r["schedule"] == "fixed"]) for J in Js], ":",
             color=colour("zero_shot"), label="zero-shot")
