@@ -31,7 +31,7 @@ from common import ROOT
 
 # runs the CLI of the checkout at ROOT, mapping its adapters/ folder as pyproject's package-dir does
 BOOT = ("import sys; sys.path.insert(0, {root!r}); import platonic_sdk; platonic_sdk.__path__.append({root!r}); "
-        "from platonic_sdk.cli import main; sys.exit(main(sys.argv[1:]))")
+        "from platonic_sdk.cli import main; main = getattr(main, 'main', main); sys.exit(main(sys.argv[1:]))")  # cli.py or cli/main.py
 
 
 def run_demo(root: Path, out: Path, world: str, cache: Path | None, threads: int) -> dict[str, Any]:

@@ -60,7 +60,7 @@ def safetensors_metadata(path: str | os.PathLike) -> dict[str, str]:
     """The string metadata of any safetensors file's header, read without any tensor (and without torch); CheckpointError
     when the file is missing or is not a readable safetensors file (damaged, cut short or of another format)."""
     if not os.path.isfile(path):
-        raise CheckpointError(f"{path} is a folder, not a file" if os.path.isdir(path) else f"no such file: {path}")
+        raise CheckpointError(f"{path}: " + ("is a folder, not a file" if os.path.isdir(path) else "no such file"))
     try:
         with safetensors.safe_open(str(path), framework="numpy") as fh:
             return fh.metadata() or {}

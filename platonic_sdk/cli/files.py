@@ -12,23 +12,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import CheckpointError, PlatonicError
-from ..io import FORMAT, read_header, safetensors_metadata
+from ..io import FORMAT, MARKER, read_header, safetensors_metadata
 from .commands import bank_label
 from .values import parse_terms
 
-MARKER = "platonic.json"  # what this SDK writes into every checkpoint and adapter folder it saves (protocol.encoder.MARKER)
 GRID_OPTIONS = {"per_class": "grid_per_class", "grid_seed": "grid_seed", "stratified": "grid_stratified"}  # option: provenance key
 
 
 def header(path: str, option: str, kinds: Sequence[str] = ()) -> dict[str, Any]:
     """The metadata of the file `option` names, which must exist, read, and (`kinds`) hold one of those kinds."""
-    if not os.path.isfile(path):
-        raise PlatonicError(f"{option} {path}: " + ("is a folder, not a file" if os.path.isdir(path) else "no such file"))
     try:
         kind, meta = read_header(path)
     except CheckpointError as exc:

@@ -26,9 +26,9 @@ from torch import Tensor
 
 from ..atomic import atomic_path, write_json
 from ..errors import CheckpointError, PlatonicError
+from ..io import MARKER
 
 PEFT_PREFIX = "base_model.model."  # what PeftModel puts before the wrapped model's module names
-RECORD = "platonic.json"
 _FACTOR_SUFFIXES = {".lora_A.weight": 0, ".lora_B.weight": 1}
 # LoraConfig features that are not a plain W + s B A on nn.Linear weights (each must be off)
 _UNSUPPORTED = ("use_dora", "lora_bias", "modules_to_save", "fan_in_fan_out", "target_parameters",
@@ -63,7 +63,7 @@ def write_adapter(folder: str | os.PathLike, adapter: Adapter) -> None:
         tensors[f"{PEFT_PREFIX}{name}.lora_B.weight"] = B.detach().contiguous().cpu()
     with atomic_path(folder / SAFETENSORS_WEIGHTS_NAME) as tmp:  # one metadata key: its bytes never vary
         safetensors.torch.save_file(tensors, str(tmp), metadata={"format": "pt"})
-    write_json(folder / RECORD, adapter.record)
+    write_json(folder / MARKER, adapter.record)
 
 
 def read_adapter(folder: str | os.PathLike) -> Adapter:
@@ -79,11 +79,11 @@ def read_adapter(folder: str | os.PathLike) -> Adapter:
     except Exception as exc:  # peft raises several types for foreign or corrupt folders
         raise CheckpointError(f"{folder} is not a readable peft adapter ({exc})") from None
     record = {}
-    if (folder / RECORD).is_file():
+    if (folder / MARKER).is_file():
         try:
-            record = json.loads((folder / RECORD).read_text())
+            record = json.loads((folder / MARKER).read_text())
         except json.JSONDecodeError as exc:
-            raise CheckpointError(f"corrupt {folder / RECORD}: {exc}") from None
+            raise CheckpointError(f"corrupt {folder / MARKER}: {exc}") from None
     return _parse(config, state, record, str(folder))
 
 
