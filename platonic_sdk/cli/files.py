@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..edits import edit_kinds
 from ..errors import CheckpointError, PlatonicError
 from ..io import FORMAT, MARKER, read_header, safetensors_metadata
 from .commands import bank_label
@@ -43,15 +44,9 @@ def check_files(args: argparse.Namespace) -> None:
     if args.command in ("edit", "bank") and not bank:
         _check_descriptors(args)
     elif args.command == "evaluate" and args.edit:
-        _check_made_for(args.edit, "--edit", header(args.edit, "--edit", _edit_kinds()), family, args.allow_other_target)
+        _check_made_for(args.edit, "--edit", header(args.edit, "--edit", edit_kinds()), family, args.allow_other_target)
     elif args.command == "utd":
         _check_fine_tune(args)
-
-
-def _edit_kinds() -> list[str]:
-    from ..edits import edit_kinds
-
-    return edit_kinds()
 
 
 def _made_for(meta: dict[str, Any]) -> tuple[str | None, str | None]:
