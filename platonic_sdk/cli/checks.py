@@ -9,7 +9,10 @@ import os
 from typing import Any
 
 from ..errors import PlatonicError
-from .files import check_files
+from ..spaces import check_space
+from ..strength import AUTO
+from .demo import check_demo
+from .files import check_files, header
 from .grid import check_grid
 from .values import parse_terms
 
@@ -26,7 +29,7 @@ def check(args: argparse.Namespace) -> None:
     _local(getattr(args, "checkpoint", None), "--checkpoint")
     CHECKS.get(args.command, lambda a: None)(args)
     check_files(args)
-    for spec in (s for key in ("task", "tasks", "controls") for s in getattr(args, key, None) or ()):
+    for spec in (s for key in ("task", "tasks", "controls", "keep") for s in getattr(args, key, None) or ()):
         check_task_spec(spec)
 
 
@@ -64,6 +67,7 @@ def _check_finetune(args: argparse.Namespace) -> None:
 def _check_utd(args: argparse.Namespace) -> None:
     _require_all(args, "--family")
     _one_task(args)
+    args.space = check_space(args.space)  # after --plugin: a registered space is a space too
     if [bool(args.ft_checkpoint), bool(args.ft_adapter), bool(args.finetune)].count(True) != 1:
         raise PlatonicError("give exactly one of --ft-checkpoint (a fine-tuned checkpoint or task-vector file), "
                             "--ft-adapter (a peft LoRA folder) or --finetune (fine-tune here)")
@@ -88,9 +92,15 @@ def _check_edit(args: argparse.Namespace) -> None:
             raise PlatonicError("--ridge-a is the closed form's; the LoRA route takes the landmark ridge --ridge-b")
     elif args.adapter_dir:
         raise PlatonicError("--adapter-dir is written by --route lora")
-    if isinstance(args.strength, str) and (args.bank or args.route == "lora"):
+    no_probes = "a --bank file holds no probes" if args.bank else "--route lora takes a number" if args.route == "lora" else None
+    if args.strength is None:  # auto where the strength can be chosen, else a number must be given
+        if no_probes:
+            raise PlatonicError(f"give --strength NUMBER (0.5: the paper's addition): {no_probes}, so auto, the default, cannot choose it")
+        args.strength = AUTO
+    if isinstance(args.strength, str) and no_probes:
         raise PlatonicError(f"--strength {args.strength} reads the target's probes on the descriptors' grids: it takes descriptor "
-                            "files and the closed form (a --bank file holds no probes; --route lora takes a number)")
+                            f"files and the closed form ({no_probes})")
+    _check_keep(args)
     if args.bank and (args.ridge_a is not None or args.ridge_b is not None):
         raise PlatonicError("--bank holds operators already solved with the ridge it records; "
                             "--ridge-a / --ridge-b apply where the bank is built (platonic bank)")
@@ -98,16 +108,31 @@ def _check_edit(args: argparse.Namespace) -> None:
         raise PlatonicError("nothing to write: give --output (the edit) and/or --save-model (the edited checkpoint)")
 
 
+def _check_keep(args: argparse.Namespace) -> None:
+    """--keep, --budget and --confidence go with a strength rule; a rule needs something to keep: a --keep task, or a
+    --task other than the descriptors' own (its probes held, unlabelled); a --keep task is not one the edit transfers."""
+    kept = [k for k in ("keep", "budget", "confidence") if getattr(args, k)]
+    if not isinstance(args.strength, str):
+        if kept:
+            raise PlatonicError(f"{', '.join('--' + k for k in kept)}: read by --strength auto, not by the fixed --strength {args.strength:g}")
+        return
+    if args.bank or args.route == "lora":
+        return
+    transferred = {meta["task"] for meta in (header(name, "a descriptor") for name, _ in parse_terms(args)) if isinstance(meta.get("task"), str)}
+    named = {spec.split(":")[-1] for spec in args.keep or ()} & transferred
+    if named:
+        raise PlatonicError(f"--keep {', '.join(sorted(named))}: a task the edit transfers; keep what it must leave alone")
+    if not args.keep and not {spec.split(":")[-1] for spec in args.task or ()} - transferred:
+        raise PlatonicError(f"--strength {args.strength} weighs what the edit must leave alone, and nothing is given: add --keep TASK "
+                            "(a labelled eval set of another task; repeatable) or --task of another task whose probes must stay put, "
+                            "or give a number (--strength 0.5)")
+    if (args.budget or args.confidence) and not args.keep:
+        raise PlatonicError("--budget and --confidence are spent on labelled --keep tasks: give --keep TASK")
+
+
 def _check_evaluate(args: argparse.Namespace) -> None:
     _require_all(args, "--family", "--task")
 
 
-def _check_demo(args: argparse.Namespace) -> None:
-    """--world names a registered world (its canonical spelling) whose optional packages are installed."""
-    from ..worlds.registry import checked_world
-
-    args.world = checked_world(args.world)
-
-
 CHECKS = {"finetune": _check_finetune, "utd": _check_utd, "bank": _check_bank, "edit": _check_edit, "evaluate": _check_evaluate,
-          "grid": check_grid, "demo": _check_demo}
+          "grid": check_grid, "demo": check_demo}

@@ -304,10 +304,21 @@ def _fitted_edit(terms: list[tuple[str, float]], args: argparse.Namespace):
     bank = _bank_of(target, args)
     for grid in grids.values():
         bank.add_grid(grid)
-    if isinstance(args.strength, str):  # a strength rule also reads the probes of the other --task tasks' grids
-        for name in set(tasks) - {utd.task for utd in descriptors.values()}:
-            bank.add_grid(_grid_of(tasks[name], args))
-    return bank.edit(composition, args.strength), target
+    if not isinstance(args.strength, str):
+        return bank.edit(composition, args.strength), target
+    # a strength rule reads what the edit must leave alone: the labelled --keep tasks, and the other --task tasks' probes
+    from ..data.keep import KeepSet
+
+    others = [_grid_of(tasks[name], args) for name in sorted(set(tasks) - {utd.task for utd in descriptors.values()})]
+    kept = [KeepSet.from_task(task, args.keep_split) for task in resolve_tasks(args.keep or [], args).values()]
+    keep = [*kept, *map(KeepSet.from_grid, others)] if kept else None
+    for grid in others:
+        bank.add_grid(grid)
+    edit = bank.edit(composition, args.strength, keep=keep, budget=args.budget, confidence=args.confidence)
+    record = edit.meta["strength_rule"]
+    read = ", ".join(f"{k['task']} {k['drop']:.1f} (bound {k['bound']:.1f})" for k in record["kept"] if "bound" in k)
+    print(f"strength {record['strength']:.3f} chosen by {args.strength}" + (f"; drops on the kept tasks, points: {read}" if read else ""))
+    return edit, target
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ from ..evaluate.plan.presets import preset, preset_names
 from ..evaluate.plan.settings import DEFAULT_METHODS, KIND_CHOICES, CellSettings, ExperimentConfig, default
 from ..ridge import RIDGE_A, RIDGE_B
 from ..spaces import DEFAULT_SPACE, SPACES
+from ..strength import DEFAULT_BUDGET, DEFAULT_CONFIDENCE
 from ..version import __version__
 from ..worlds.registry import world_names
 from . import commands, demo
@@ -176,9 +177,19 @@ def build_parser() -> Parser:
     p.add_argument("--add", action="append", metavar="NAME", help="add a task: UTD file, or bank entry with --bank")
     p.add_argument("--negate", action="append", metavar="NAME", help="remove a task (coefficient -1)")
     p.add_argument("--term", action="append", metavar="NAME=COEF", help="a term with any coefficient")
-    p.add_argument("--strength", type=strength_or_rule, default=0.5,
-                   help="strength folded into the model (0.5), or auto: chosen from the target and the probes of the descriptors' "
-                        "grids by the default strength rule, or a rule's name (docs/method.md sec. 17)")
+    p.add_argument("--strength", type=strength_or_rule,
+                   help="auto (the default, as in platonic grid and demo): chosen from the target, the descriptors' grids and what "
+                        "the edit must leave alone (--keep, or the grids of the other --task tasks); a rule's name; or a number, "
+                        "the fixed strength (0.5: the paper's addition; docs/method.md sec. 17 and 18)")
+    p.add_argument("--keep", action="append", metavar="TASK",
+                   help="a task the edit must leave alone, with its labelled items (a task as --task takes it; repeatable): "
+                        "--strength auto spends --budget accuracy points on them")
+    p.add_argument("--keep-split", choices=("test", "train"), default="test",
+                   help="the split of each --keep task that holds your labelled items (test: its eval set)")
+    p.add_argument("--budget", type=positive_float, metavar="POINTS",
+                   help=f"accuracy points a --keep task may lose (default {DEFAULT_BUDGET:g})")
+    p.add_argument("--confidence", type=fraction, metavar="Q",
+                   help=f"confidence that no --keep task loses more than --budget (default {DEFAULT_CONFIDENCE:g})")
     p.add_argument("-o", "--output", type=output_file, metavar="FILE", help="where to write the edit (.safetensors)")
     p.add_argument("--save-model", type=output_dir, metavar="DIR", help="also save the edited checkpoint with the family's save "
                    "(with --bank: of the bank's target unless --family/--checkpoint say otherwise)")

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from ..errors import PlatonicError
 from ..evaluate.plan.settings import KIND_CHOICES
-from ..strength import check_strength_rule
+from ..strength import AUTO, check_strength_rule
 
 
 def device(value: str) -> str:
@@ -68,13 +68,13 @@ def finite_float(value: str) -> float:
 
 
 def strength_or_rule(value: str) -> float | str:
-    """A finite number, or a strength rule that chooses it: "auto" (the default rule) or a rule's name, returned
-    as the rule's own name (strength.check_strength_rule)."""
+    """A finite number, or a strength rule that chooses it: "auto" (the default rule, kept as the user wrote it, so that
+    messages and the edit file say "auto") or a rule's name (strength.check_strength_rule)."""
     try:
         float(value)
     except ValueError:
         try:
-            return check_strength_rule(value)
+            return AUTO if value == AUTO else check_strength_rule(value)
         except PlatonicError as exc:
             raise argparse.ArgumentTypeError(f"must be a finite number or a strength rule: {exc}") from None
     return finite_float(value)

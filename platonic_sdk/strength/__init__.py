@@ -32,6 +32,8 @@ STRENGTH_RULES = ("least_squares", "least_squares_off_task", "prediction_share")
 DEFAULT_STRENGTH_RULE = "least_squares_off_task"  # what strength="auto" runs (docs/method.md sec. 17)
 AUTO = "auto"
 FIXED = "fixed"  # where a rule may be named: no rule, the fixed strengths
+DEFAULT_BUDGET = 3.0  # accuracy points a kept set may lose (strength/budget.py): every world's addition limit
+DEFAULT_CONFIDENCE = 0.7  # z = 0.52; measured on the development replicates (docs/method.md sec. 18)
 
 
 @attrs.frozen(eq=False)

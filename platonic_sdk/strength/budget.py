@@ -30,11 +30,9 @@ from torch import Tensor
 
 from ..errors import PlatonicError, check_strength
 from ..linalg import unit_rows
-from . import ProbeGrid, RuleFn
+from . import DEFAULT_BUDGET, DEFAULT_CONFIDENCE, ProbeGrid, RuleFn  # noqa: F401  (the defaults: re-exported)
 from .first_order import fitted
 
-DEFAULT_BUDGET = 3.0  # accuracy points a kept set may lose: every world's addition limit
-DEFAULT_CONFIDENCE = 0.84  # z = 1 (docs/method.md sec. 18)
 STEP = 1 / 64  # the strengths searched: 0, STEP, 2 STEP, ..., SEARCH_END
 SEARCH_END = 4.0
 SEARCH = tuple(k * STEP for k in range(round(SEARCH_END / STEP) + 1))
