@@ -81,11 +81,12 @@ def test_the_bound_is_bonett_and_prices():
     assert z_score(0.84) == pytest.approx(0.9944578832, abs=1e-9)
 
 
-def test_fewest_items_is_where_an_unflipped_set_first_reads_within_the_budget():
-    for budget, confidence in ((3.0, 0.84), (5.0, 0.95), (1.0, 0.7)):
+def test_fewest_items_is_where_one_flipped_item_first_reads_within_the_budget():
+    for budget, confidence in ((3.0, 0.84), (5.0, 0.95), (1.0, 0.7), (3.0, 0.7), (30.0, 0.6)):
         n = fewest_items(budget, confidence)
         z = z_score(confidence)
-        assert bonett_price(0, 0, n, z) <= budget < bonett_price(0, 0, n - 1, z)
+        assert bonett_price(1, 0, n, z) <= budget < bonett_price(1, 0, n - 1, z)
+    assert fewest_items(3.0, 0.7) == 62
 
 
 def test_a_known_strength():

@@ -42,18 +42,16 @@ def numpy_choice(bank: ps.OperatorBank, A: torch.Tensor, keep: list[KeepSet], ca
     """The last strength of SEARCH (up to `cap`) before any keep set's bound first exceeds BUDGET, every step written out:
     normalised edited embeddings, argmax, flips counted against c = 0, Bonett and Price's bound."""
     z, A = z_score(CONFIDENCE), A.double().numpy()
-    views = [bank.keep_view(k) for k in keep]
+    views = [tuple(m.double().numpy() for m in (v.site_inputs, v.raw_embeddings, v.landmarks)) for v in map(bank.keep_view, keep)]
+
+    def right(S: np.ndarray, Z: np.ndarray, G: np.ndarray, labels: np.ndarray, strength: float) -> np.ndarray:
+        f = Z + strength * S @ A.T
+        return ((f / np.linalg.norm(f, axis=1, keepdims=True)) @ (G / np.linalg.norm(G, axis=1, keepdims=True)).T).argmax(1) == labels
+
     chosen = 0.0
     for c in (s for s in SEARCH if cap is None or s <= cap):
-        for v, k in zip(views, keep):
-            S, Z, G = (m.double().numpy() for m in (v.site_inputs, v.raw_embeddings, v.landmarks))
-            G = G / np.linalg.norm(G, axis=1, keepdims=True)
-
-            def right(strength: float) -> np.ndarray:
-                f = Z + strength * S @ A.T
-                return ((f / np.linalg.norm(f, axis=1, keepdims=True)) @ G.T).argmax(1) == k.labels
-
-            before, after, n = right(0.0), right(c), len(k)
+        for (S, Z, G), k in zip(views, keep):
+            before, after, n = right(S, Z, G, k.labels, 0.0), right(S, Z, G, k.labels, c), len(k)
             p_d, p_u = (np.sum(before & ~after) + 1) / (n + 2), (np.sum(~before & after) + 1) / (n + 2)
             if 100 * (p_d - p_u + z * math.sqrt((p_d + p_u - (p_d - p_u) ** 2) / (n + 2))) > BUDGET:
                 return chosen
@@ -104,7 +102,7 @@ def test_unlabelled_and_absent_keep_sets(tiny):
         lone = bank.edit(utd, keep=[])
     assert lone.strength == pytest.approx(bank.edit(utd, "least_squares").strength)
     small = KeepSet.from_split("few", world.task("control_counts").train.subset(range(8)), world.task("control_counts").classnames)
-    with pytest.warns(UserWarning, match=r"'few' \(8 items\): too few labelled items to show a drop within 8 points at 80% confidence"):
+    with pytest.warns(UserWarning, match=r"'few' \(8 items\): too few labelled items for one flipped item to read within 8 points at 80%"):
         held = bank.edit(utd, keep=[small], budget=BUDGET, confidence=CONFIDENCE)
     assert held.strength == bank.edit(utd, "least_squares_off_task", keep=[small]).strength  # read as unlabelled probes
     with warnings.catch_warnings():

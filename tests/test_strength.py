@@ -152,8 +152,9 @@ def test_bank_edit_auto_records_the_rule_and_its_strength(tiny, tmp_path):
     expected = _brute_force(bank, edit.operator, utd.matrix, grids["small_shapes"].identity, [grids["amber_shapes"].identity])
     assert edit.strength == pytest.approx(expected, abs=1e-4) and edit.strength > 0
     record = edit.meta["strength_rule"]
-    assert record["rule"] == DEFAULT_STRENGTH_RULE and record["strength"] == edit.strength
-    assert {g["task"] for g in record["grids"]} == {"small_shapes", "amber_shapes"} and edit.meta["note"] == "auto"
+    assert record["rule"] == "auto" and record["label_free_rule"] == DEFAULT_STRENGTH_RULE and record["strength"] == edit.strength
+    assert [(k["task"], k["source"], k["labelled"]) for k in record["kept"]] == [("amber_shapes", "grid", False)]
+    assert edit.meta["note"] == "auto" and bank.edit(utd).strength == edit.strength  # "auto" is bank.edit's default
     torch.testing.assert_close(edit.operator, bank.edit(utd, 0.5).operator)
     edit.save(tmp_path / "auto.safetensors")
     back = ps.Edit.load(tmp_path / "auto.safetensors")
@@ -162,7 +163,7 @@ def test_bank_edit_auto_records_the_rule_and_its_strength(tiny, tmp_path):
     assert bank.edit(utd, "least_squares").strength > edit.strength  # the task-only fit ignores the other grid
     alone = ps.OperatorBank(target, ridge_a=0.1, ridge_b=0.5)  # the edit's own grid only: the rule has nothing to hold
     alone.add_grid(grids["small_shapes"])
-    with pytest.warns(UserWarning, match="none was given: it chose the strength from the edit's own grids alone"):
+    with pytest.warns(UserWarning, match="nothing to keep: strength='auto' chose the strength from the edit's own grids alone"):
         lone = alone.edit(utd, "auto")
     assert lone.strength == pytest.approx(alone.edit(utd, "least_squares").strength) and lone.strength > edit.strength
     with warnings.catch_warnings():
@@ -174,7 +175,7 @@ def test_bank_edit_auto_records_the_rule_and_its_strength(tiny, tmp_path):
     with pytest.raises(PlatonicError, match="recorded by the bank itself"):
         bank.edit(utd, 0.5, meta={"space": "x"})
     saved = bank.save(tmp_path / "bank.safetensors", {"a": utd})
-    with pytest.raises(PlatonicError, match="a saved bank does not hold"):
+    with pytest.raises(PlatonicError, match="strength 'auto' chooses the strength .* a saved bank holds operators"):
         saved.edit([("a", 1.0)], "auto")
 
 

@@ -10,8 +10,9 @@ at confidence q (Bonett and Price's adjusted Wald interval for a difference of p
     drop(c)  = 100 (p_d - p_u)
     bound(c) = drop(c) + 100 z sqrt((p_d + p_u - (p_d - p_u)^2) / (n + 2))
 
-The pseudo-counts keep the bound honest where nothing flipped: n items show a drop within B points only when
-100 z sqrt(2) / (n + 2) <= B (`fewest_items`). The strength is the last one of `strengths` before the first at which
+The pseudo-counts keep the bound honest where nothing flipped. A set too small for one flipped item to read within
+the budget (`fewest_items`) would stop an edit at its first flip whatever its drop; it is read without its labels, as a
+grid's probes are (`kept_strength`). The strength is the last one of `strengths` before the first at which
 any kept set's bound exceeds the budget, never past `cap`. Stopping at the first crossing, not at the last strength
 under the budget, is what the confidence rests on: for a drop that grows with c past the budget at c_B, stopping past
 a strength c' > c_B needs the bound to read under the budget at that one fixed c', which happens with probability at
@@ -20,7 +21,6 @@ most 1 - q; so with confidence q the drop on each kept set is at most the budget
 
 from __future__ import annotations
 
-import math
 from statistics import NormalDist
 from typing import Sequence
 
@@ -56,8 +56,17 @@ def check_budget(budget: float) -> float:
 
 
 def fewest_items(budget: float, confidence: float) -> int:
-    """The fewest labelled items whose bound can read within `budget` points at all: 100 z sqrt(2) / (n + 2) <= budget."""
-    return max(1, math.ceil(100 * z_score(confidence) * math.sqrt(2) / check_budget(budget)) - 2)
+    """The fewest labelled items n whose bound reads one flipped item (n_down = 1, n_up = 0) within `budget` points."""
+    budget, z = check_budget(budget), z_score(confidence)
+    one = torch.ones(1, dtype=torch.long)
+    over = lambda n: float(drop_bound(one, 0 * one, n, z)[1]) > budget  # noqa: E731  decreasing in n
+    high = 1
+    while over(high):
+        high *= 2
+    low = high // 2  # over(low) holds, or low is 0
+    while high - low > 1:
+        low, high = (low, (low + high) // 2) if not over((low + high) // 2) else ((low + high) // 2, high)
+    return high
 
 
 def predictions(view: ProbeGrid, A: Tensor, strengths: Sequence[float]) -> Tensor:
@@ -146,7 +155,7 @@ class KeptChoice:
 def kept_strength(A: Tensor, task: Sequence[ProbeGrid], kept: Sequence[ProbeGrid], budget: float, confidence: float, hold: RuleFn,
                   addition: bool) -> KeptChoice:
     """The default rule with keep sets (docs/method.md sec. 18): c = budget_strength over the labelled sets large enough to
-    read the budget (`fewest_items`), searched up to min(hold(A, task, the others), the task-only fit on additions); the
+    read one flipped item within it (`fewest_items`), searched up to min(hold(A, task, the others), the task-only fit on additions); the
     others (grids, and labelled sets too small) are read by the label-free rule `hold` as unlabelled probes. Without a
     labelled set, hold(A, task, kept)."""
     need = fewest_items(budget, confidence)

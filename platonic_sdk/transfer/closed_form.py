@@ -204,11 +204,12 @@ class OperatorBank:
                                 + ("keep= holds none (KeepSet.from_task / from_split)" if rule == AUTO else f"rule {rule!r} reads no labels"))
         chosen = strength_rule(rule)
         if spends:
-            small = [k for k in kept if k.labelled and len(k) < fewest_items(budget, confidence)]
+            need = fewest_items(budget, confidence)
+            small = [k for k in kept if k.labelled and len(k) < need]
             if small:
-                warnings.warn(f"keep set(s) {', '.join(f'{k.name!r} ({len(k)} items)' for k in small)}: too few labelled items to show a "
-                              f"drop within {budget:g} points at {confidence:.0%} confidence (that takes {fewest_items(budget, confidence)}); "
-                              "read without their labels, as a grid's probes are", stacklevel=3)
+                warnings.warn(f"keep set(s) {', '.join(f'{k.name!r} ({len(k)} items)' for k in small)}: too few labelled items for one "
+                              f"flipped item to read within {budget:g} points at {confidence:.0%} confidence (that takes {need}); read "
+                              "without their labels, as a grid's probes are", stacklevel=3)
             addition = all(t.coef > 0 for t in composition)
             picked = kept_strength(operator, task, views, budget, confidence, chosen.choose, addition)
         else:
