@@ -16,7 +16,6 @@ import platonic_sdk as ps
 from platonic_sdk.encoding.zeroshot import accuracy
 from platonic_sdk.errors import PlatonicError
 from platonic_sdk.data.keep import KeepSet
-from platonic_sdk.strength import fixed_strength
 from platonic_sdk.strength.budget import SEARCH, z_score
 from platonic_sdk.tasks import Split
 from platonic_sdk.worlds.image import ImageWorld
@@ -133,14 +132,11 @@ def test_bad_keep_input_is_refused(tiny, tmp_path):
     with pytest.raises(TypeError):
         bank.edit(utd, keeps=keep)
     saved = bank.save(tmp_path / "bank.safetensors", {"a": utd})
-    with pytest.raises(PlatonicError, match="strength 'auto' chooses the strength from the target's probes and keep sets, and a saved"):
+    with pytest.raises(PlatonicError, match="strength 'auto' chooses the strength from the target's probes and keep sets, which a saved"):
         saved.edit([("a", 1.0)], "auto")
     with pytest.raises(PlatonicError, match="keep= is read on the target model, which a saved bank does not hold"):
         saved.edit([("a", 1.0)], keep=keep)
     assert saved.edit([("a", 1.0)]).strength == 0.5
-    with pytest.raises(PlatonicError, match="strength 'auto' .* and a --bank file holds operators"):
-        fixed_strength("auto", "a --bank file holds operators, not the target's probes")
-    assert fixed_strength(0.25, "") == 0.25
 
 
 def test_a_keep_set_of_other_items_is_encoded_once(tiny):

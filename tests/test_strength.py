@@ -175,7 +175,7 @@ def test_bank_edit_auto_records_the_rule_and_its_strength(tiny, tmp_path):
     with pytest.raises(PlatonicError, match="recorded by the bank itself"):
         bank.edit(utd, 0.5, meta={"space": "x"})
     saved = bank.save(tmp_path / "bank.safetensors", {"a": utd})
-    with pytest.raises(PlatonicError, match="strength 'auto' chooses the strength .* a saved bank holds operators"):
+    with pytest.raises(PlatonicError, match="strength 'auto' chooses the strength .* which a saved bank does not hold"):
         saved.edit([("a", 1.0)], "auto")
 
 
@@ -208,7 +208,7 @@ def test_platonic_edit_strength_auto(tiny, tmp_path, capsys):
             cli.main(["edit", "--family", "siglip", "--add", "a.safetensors", "--strength", "least_square", "-o", "x.safetensors"])
         assert "did you mean 'least_squares'" in capsys.readouterr().err
         assert cli.main(["edit", "--bank", "bank.safetensors", "--add", "a", "--strength", "auto", "-o", "x.safetensors"]) == 2
-        assert "--strength least_squares_off_task reads the target's probes" in capsys.readouterr().err
+        assert "--strength auto reads the target's probes" in capsys.readouterr().err  # in the words typed
     finally:
         os.chdir(old)
     written = ps.Edit.load(tmp_path / "auto.safetensors")
@@ -216,7 +216,7 @@ def test_platonic_edit_strength_auto(tiny, tmp_path, capsys):
     for g in grids.values():
         bank.add_grid(g)
     expected = bank.edit(utd, "auto")
-    assert written.meta["strength_rule"]["rule"] == DEFAULT_STRENGTH_RULE
+    assert written.meta["strength_rule"]["rule"] == "auto" and written.meta["strength_rule"]["label_free_rule"] == DEFAULT_STRENGTH_RULE
     assert written.strength == pytest.approx(expected.strength, rel=1e-5)
 
 

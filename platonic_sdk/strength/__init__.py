@@ -115,12 +115,3 @@ def fixed_or_rule(value: object, what: str = "strength") -> float | str:
     raise PlatonicError(f"{what} must be a finite real number or a strength rule ({AUTO}, {', '.join(strength_rule_names())}), "
                         f"got {value!r}")
 
-
-def fixed_strength(value: object, lacks: str) -> float:
-    """`value` as a fixed strength; a strength rule ("auto" or a rule's name) is refused in the words given, since what
-    the caller holds `lacks` what a rule reads (e.g. "a saved bank holds operators, not the target's probes"). Light:
-    the command line calls it before any model loads."""
-    if isinstance(value, str):
-        raise PlatonicError(f"strength {value!r} chooses the strength from the target's probes and keep sets, and {lacks}; give a "
-                            "number (e.g. 0.5), or build the edit with OperatorBank(target).edit(descriptor, strength=...)")
-    return check_strength(value)

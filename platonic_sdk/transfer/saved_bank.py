@@ -18,10 +18,8 @@ from ..edits.edit import OperatorEdit
 from ..errors import CheckpointError, PlatonicError, SpaceMismatchError, check_finite
 from ..io import load_tensors, require, save_tensors
 from ..protocol.binding import Target
-from ..strength import fixed_strength
 
 KIND = "operator_bank"
-LACKS = "a saved bank holds operators, not the target's probes"  # why a strength rule cannot run on one (strength.fixed_strength)
 _META = ("target_family", "target_checkpoint", "site_kind", "ridge_a", "ridge_b", "entries")
 
 
@@ -78,7 +76,10 @@ class SavedBank:
         if keep is not None:
             raise PlatonicError("keep= is read on the target model, which a saved bank does not hold; build the edit with "
                                 "OperatorBank(target).edit(descriptor, keep=...)")
-        strength = fixed_strength(strength, LACKS)
+        if isinstance(strength, str):
+            raise PlatonicError(f"strength {strength!r} chooses the strength from the target's probes and keep sets, which a saved bank "
+                                "does not hold (it holds operators); give a number (e.g. 0.5), or build the edit with "
+                                "OperatorBank(target).edit(descriptor, strength=...)")
         missing = [n for n, _ in terms if n not in self.operators]
         if missing or not terms:
             raise PlatonicError(f"the bank has no operator(s) {missing or '(no terms given)'}; it holds {', '.join(self.operators)}")
