@@ -51,7 +51,6 @@ def no_model(monkeypatch):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (("--bank", "bank.safetensors", "--add", "a"), "give --strength NUMBER"),
     (("--bank", "bank.safetensors", "--add", "a", "--strength", "auto"), "--strength auto reads the target's probes"),
     (("--family", "siglip", "--add", "a.safetensors", "--task", "amber_shapes", *WORLD), "nothing is given: add --keep TASK"),
     (("--family", "siglip", "--add", "a.safetensors", "--task", "amber_shapes", "--keep", "amber_shapes", *WORLD),
@@ -87,6 +86,13 @@ def test_keep_tasks_spend_the_budget_as_python_does(work, capsys):
     python = bank.edit(utd, "auto", keep=keep, budget=2.0, confidence=0.8)
     assert cli_edit.strength == python.strength and torch.equal(cli_edit.operator, python.operator)
     assert record == python.meta["strength_rule"]
+
+
+def test_a_bank_file_folds_at_the_fixed_strength_by_default(work):
+    """A bank file holds no probes: its default is SavedBank.edit's, 0.5, as in Python."""
+    assert run(work, "edit", "--bank", "bank.safetensors", "--add", "a", "--quiet", "-o", "b.safetensors") == 0
+    saved = ps.OperatorBank.load(work / "bank.safetensors")
+    assert ps.Edit.load(work / "b.safetensors").strength == saved.edit([("a", 1.0)]).strength == 0.5
 
 
 def test_a_rule_reads_the_other_task_probes_without_keep(work):

@@ -29,6 +29,8 @@ def check(args: argparse.Namespace) -> None:
     _local(getattr(args, "checkpoint", None), "--checkpoint")
     CHECKS.get(args.command, lambda a: None)(args)
     check_files(args)
+    if args.command == "edit":  # after the files: what they record says which tasks the edit transfers
+        _check_keep(args)
     for spec in (s for key in ("task", "tasks", "controls", "keep") for s in getattr(args, key, None) or ()):
         check_task_spec(spec)
 
@@ -93,14 +95,11 @@ def _check_edit(args: argparse.Namespace) -> None:
     elif args.adapter_dir:
         raise PlatonicError("--adapter-dir is written by --route lora")
     no_probes = "a --bank file holds no probes" if args.bank else "--route lora takes a number" if args.route == "lora" else None
-    if args.strength is None:  # auto where the strength can be chosen, else a number must be given
-        if no_probes:
-            raise PlatonicError(f"give --strength NUMBER (0.5: the paper's addition): {no_probes}, so auto, the default, cannot choose it")
-        args.strength = AUTO
+    if args.strength is None:  # Python's defaults: bank.edit chooses (auto); SavedBank.edit and the LoRA route fold at 0.5
+        args.strength = 0.5 if no_probes else AUTO
     if isinstance(args.strength, str) and no_probes:
         raise PlatonicError(f"--strength {args.strength} reads the target's probes on the descriptors' grids: it takes descriptor "
                             f"files and the closed form ({no_probes})")
-    _check_keep(args)
     if args.bank and (args.ridge_a is not None or args.ridge_b is not None):
         raise PlatonicError("--bank holds operators already solved with the ridge it records; "
                             "--ridge-a / --ridge-b apply where the bank is built (platonic bank)")

@@ -178,9 +178,10 @@ def build_parser() -> Parser:
     p.add_argument("--negate", action="append", metavar="NAME", help="remove a task (coefficient -1)")
     p.add_argument("--term", action="append", metavar="NAME=COEF", help="a term with any coefficient")
     p.add_argument("--strength", type=strength_or_rule,
-                   help="auto (the default, as in platonic grid and demo): chosen from the target, the descriptors' grids and what "
-                        "the edit must leave alone (--keep, or the grids of the other --task tasks); a rule's name; or a number, "
-                        "the fixed strength (0.5: the paper's addition; docs/method.md sec. 17 and 18)")
+                   help="auto (the default, as bank.edit, platonic grid and demo): chosen from the target, the descriptors' grids "
+                        "and what the edit must leave alone (--keep, or the grids of the other --task tasks); a rule's name; or a "
+                        "number, the fixed strength (the default with --bank and --route lora, which hold no probes: 0.5, the "
+                        "paper's addition; docs/method.md sec. 17 and 18)")
     p.add_argument("--keep", action="append", metavar="TASK",
                    help="a task the edit must leave alone, with its labelled items (a task as --task takes it; repeatable): "
                         "--strength auto spends --budget accuracy points on them")
