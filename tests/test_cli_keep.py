@@ -4,31 +4,18 @@ auto on a bank file, nothing to keep, a --keep task the edit transfers, a budget
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 import torch
 from test_cli_errors import refused
+from test_world_settings import WORLD, run
 
 import platonic_sdk as ps
 from platonic_sdk.cli import commands
-from platonic_sdk.cli import main as cli
 from platonic_sdk.data.keep import KeepSet
 from platonic_sdk.worlds.image import ImageWorld
 from platonic_sdk.worlds.zoo import ZOO_DIR
-
-SIZES = {"train_per_class": 4, "test_per_class": 3}
-WORLD = ["--train-per-class", "4", "--test-per-class", "3", "--per-class", "2", "--quiet", "--no-cache"]
-
-
-def run(cwd: Path, *argv: str) -> int:
-    old = Path.cwd()
-    os.chdir(cwd)
-    try:
-        return cli.main(list(argv))
-    finally:
-        os.chdir(old)
 
 
 @pytest.fixture(scope="module")
