@@ -29,7 +29,7 @@ def _args(*argv: str):
 
 def test_the_recipe_is_the_zoos_for_zoo_members_and_the_librarys_elsewhere(tmp_path):
     zoo, origin = finetune_recipe(_args("--family", "clip", "--checkpoint", str(ZOO_DIR / "clip")))
-    assert zoo == FinetuneConfig(**FINETUNE) and "zoo.json" in origin
+    assert zoo == FinetuneConfig(**FINETUNE) and "platonic.json" in origin  # the member records its zoo's recipe
     tuned, origin = finetune_recipe(_args("--family", "clip", "--checkpoint", str(ZOO_DIR / "clip"), "--lr", "0.02",
                                           "--rank", "2", "--orthoreg", "0.5", "--logit-scale", "30", "--seed", "4"))
     assert tuned == FinetuneConfig(**{**FINETUNE, "lr": 0.02, "rank": 2, "logit_scale": 30.0}, orthoreg=OrthoReg(0.5), seed=4)

@@ -211,7 +211,7 @@ def test_bank_and_edit_rebuild_the_grid_from_the_recorded_spec(work, tmp_path):
     (elsewhere / "a.safetensors").write_bytes((work / "a.safetensors").read_bytes())
     ckpt = str(work / "siglip")
     assert run(elsewhere, "bank", "--family", "siglip", "--checkpoint", ckpt, "--descriptor", "a.safetensors", "-o", "bank.safetensors") == 0
-    assert run(elsewhere, "edit", "--family", "siglip", "--checkpoint", ckpt, "--add", "a.safetensors", "-o", "edit.safetensors") == 0
+    assert run(elsewhere, "edit", "--family", "siglip", "--checkpoint", ckpt, "--add", "a.safetensors", "--strength", "0.5", "-o", "edit.safetensors") == 0
     # the same operator as the Python API on the task built by hand from a/
     from platonic_sdk.data.images import image_folder_task
     from platonic_sdk.io import load_tensors

@@ -92,7 +92,7 @@ def test_bank_edit_and_evaluate_start_without_fine_tuning_worlds_plots_or_peft(c
             (images / cls / f"{i}.png").write_bytes(_png())
     utd = str(tmp_path / "shapes.utd.safetensors")
     argv = {"bank": ["bank", "--descriptor", utd, "-o", str(tmp_path / "b.safetensors")],
-            "edit": ["edit", "--add", utd, "-o", str(tmp_path / "e.safetensors")], "evaluate": ["evaluate"]}[command]
+            "edit": ["edit", "--add", utd, "--strength", "0.5", "-o", str(tmp_path / "e.safetensors")], "evaluate": ["evaluate"]}[command]
     (r,) = probe(f"""
         import torch
         from platonic_sdk import UTD

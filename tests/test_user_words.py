@@ -347,7 +347,7 @@ def test_file_and_model_refusals_come_before_any_model_library_loads(tmp_path):
         (evaluate + [str(t / "corrupt.safetensors")], "corrupt.safetensors is not a safetensors file, or a damaged one"),
         (evaluate + [str(t / "a.utd.safetensors")], "a.utd.safetensors: holds a 'utd'; --edit takes lora_edit or operator_edit files"),
         (utd + [str(zoo / "clip"), "--ft-checkpoint", str(zoo / "finetunes" / "siglip" / "amber_shapes.safetensors")],
-         f"amber_shapes.safetensors is a fine-tune of siglip ({zoo / 'siglip'}), not of clip: give --family siglip"),
+         "amber_shapes.safetensors is a fine-tune of siglip (checkpoint siglip), not of clip: give --family siglip"),
         (utd + [str(zoo / "clip"), "--ft-checkpoint", str(t / "corrupt.safetensors")], "corrupt.safetensors is not a safetensors file"),
         (utd + [str(zoo / "siglip"), "--ft-checkpoint", str(t / "corrupt.safetensors")],
          f"--checkpoint {zoo / 'siglip'} holds a siglip model (its platonic.json says so), not a clip one"),

@@ -108,8 +108,8 @@ def _check_edit(args: argparse.Namespace) -> None:
 
 
 def _check_keep(args: argparse.Namespace) -> None:
-    """--keep, --budget and --confidence go with a strength rule; a rule needs something to keep: a --keep task, or a
-    --task other than the descriptors' own (its probes held, unlabelled); a --keep task is not one the edit transfers."""
+    """--keep, --budget and --confidence go with a strength rule; a --keep task is not one the edit transfers (that a
+    rule has something to keep is checked with the descriptors' grids, before the target loads: commands._fitted_edit)."""
     kept = [k for k in ("keep", "budget", "confidence") if getattr(args, k)]
     if not isinstance(args.strength, str):
         if kept:
@@ -121,10 +121,6 @@ def _check_keep(args: argparse.Namespace) -> None:
     named = {spec.split(":")[-1] for spec in args.keep or ()} & transferred
     if named:
         raise PlatonicError(f"--keep {', '.join(sorted(named))}: a task the edit transfers; keep what it must leave alone")
-    if not args.keep and not {spec.split(":")[-1] for spec in args.task or ()} - transferred:
-        raise PlatonicError(f"--strength {args.strength} weighs what the edit must leave alone, and nothing is given: add --keep TASK "
-                            "(a labelled eval set of another task; repeatable) or --task of another task whose probes must stay put, "
-                            "or give a number (--strength 0.5)")
     if (args.budget or args.confidence) and not args.keep:
         raise PlatonicError("--budget and --confidence are spent on labelled --keep tasks: give --keep TASK")
 

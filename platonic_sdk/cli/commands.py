@@ -292,6 +292,11 @@ def _fitted_edit(terms: list[tuple[str, float]], args: argparse.Namespace):
     tasks = resolve_tasks(args.task or [], args)
     grids = {label: descriptor_grid(label, utd, tasks, args) for label, utd in descriptors.items()}
     composition = sum((c * descriptors[n] for n, c in terms), Composition(()))
+    others = sorted(set(tasks) - {utd.task for utd in descriptors.values()})
+    if isinstance(args.strength, str) and args.route != "lora" and not (args.keep or others):
+        raise PlatonicError(f"--strength {args.strength} weighs what the edit must leave alone, and nothing is given: add --keep TASK "
+                            "(a labelled eval set of another task; repeatable) or --task of another task whose probes must stay put, "
+                            "or give a number (--strength 0.5)")
     target = load_model(args.family, args.checkpoint, args)
     if args.route == "lora":
         from ..transfer.lora import fit_lora, lora_recipe
@@ -309,7 +314,7 @@ def _fitted_edit(terms: list[tuple[str, float]], args: argparse.Namespace):
     # a strength rule reads what the edit must leave alone: the labelled --keep tasks, and the other --task tasks' probes
     from ..data.keep import KeepSet
 
-    others = [_grid_of(tasks[name], args) for name in sorted(set(tasks) - {utd.task for utd in descriptors.values()})]
+    others = [_grid_of(tasks[name], args) for name in others]
     kept = [KeepSet.from_task(task, args.keep_split) for task in resolve_tasks(args.keep or [], args).values()]
     keep = [*kept, *map(KeepSet.from_grid, others)] if kept else None
     for grid in others:

@@ -163,7 +163,7 @@ def _check_checkpoint(path: str, option: str, family: str, fine_tune: bool = Fal
         if raw.get("format") == FORMAT:
             meta = header(path, option, ("task_vector",))
             if isinstance(meta.get("family"), str) and meta["family"] != family:
-                where = f" ({meta['checkpoint']})" if isinstance(meta.get("checkpoint"), str) else ""
+                where = f" (checkpoint {meta['checkpoint']})" if isinstance(meta.get("checkpoint"), str) else ""
                 raise PlatonicError(f"{option} {path} is a fine-tune of {meta['family']}{where}, not of {family}: give "
                                     f"--family {meta['family']} and the checkpoint it was fine-tuned from, or a fine-tune of {family}")
 

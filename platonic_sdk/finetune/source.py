@@ -22,6 +22,7 @@ from ..descriptor import UTD
 from ..encoding.accel import autocast
 from ..encoding.features import landmarks
 from ..errors import PlatonicError
+from ..protocol.binding import portable_checkpoint
 from ..protocol.encoder import DualEncoder
 from ..spaces import DEFAULT_SPACE
 from ..tasks import Grid, Task
@@ -156,7 +157,7 @@ def finetune(encoder: DualEncoder, task: Task, config: FinetuneConfig | None = N
     changed = [name for name in before if name in after and not torch.equal(before[name], after[name])]
     meta = {
         "family": encoder.family,
-        "checkpoint": encoder.checkpoint,
+        "checkpoint": portable_checkpoint(encoder.checkpoint),  # a local folder by its name: files carry no machine paths
         "task": task.name,
         "scope": "media_encoder",
         "steps": steps,
