@@ -4,12 +4,15 @@ A zoo folder holds its members (one folder each) and a manifest, `zoo.json`, who
 carries what the world's experiments were tuned with:
 
     "settings": {"ridge_a": 0.1, "ridge_b": 0.5, "lora": {"lr": 0.003, "epochs": 50},
-                 "addition_strength": 0.5, "negation_strength": 1.0, "controls": ["control_objects", ...]}
+                 "addition_strength": 0.5, "negation_strength": 1.0, "addition_budget": 3.0, "negation_budget": 5.0,
+                 "controls": ["control_objects", ...]}
 
 ridge_a / ridge_b are the closed form's ridge factors (relative to mean sigma(F)^2 and mean sigma(G)^2,
 docs/method.md sec. 11); `lora` the LoRA route's recipe as `LoraRouteConfig` fields that differ from
 its defaults (its landmark ridge is the world's ridge_b); the strengths those of addition and negation
-cells; `controls` the world's control task names. `world_settings(zoo)` reads them.
+cells; the budgets (optional) the world's control limits, the accuracy points a kept set may lose on addition and
+negation cells, which experiments that keep labelled sets spend (docs/method.md sec. 18); `controls` the world's
+control task names. `world_settings(zoo)` reads them.
 
 A member carries what an edit on it needs in its own folder: `stamp_members(zoo)` writes the world's name, ridge,
 LoRA-route recipe and fine-tuning recipe into each member's marker (platonic.json, under `world`), and
@@ -33,6 +36,15 @@ from .errors import PlatonicError, check_strength
 from .io import MARKER
 
 MANIFEST = "zoo.json"  # a zoo's manifest (the zoo builders write it)
+BUDGETS = ("addition_budget", "negation_budget")  # optional in a manifest's settings
+
+
+def _points(what: str) -> Any:
+    """A converter of an optional number of accuracy points named `what`."""
+    return attrs.converters.optional(partial(check_strength, what=what))
+
+
+_positive = attrs.validators.optional(attrs.validators.gt(0.0))
 
 
 @attrs.frozen
@@ -48,12 +60,20 @@ class WorldSettings:
     addition_strength: float = attrs.field(converter=partial(check_strength, what="addition_strength"))
     negation_strength: float = attrs.field(converter=partial(check_strength, what="negation_strength"))
     controls: tuple[str, ...] = attrs.field(converter=tuple)
+    addition_budget: float | None = attrs.field(default=None, converter=_points("addition_budget"), validator=_positive)
+    negation_budget: float | None = attrs.field(default=None, converter=_points("negation_budget"), validator=_positive)
 
     def record(self) -> dict[str, Any]:
         """The manifest's `settings` record of these settings (what `world_settings` reads back)."""
+        budgets = {k: getattr(self, k) for k in BUDGETS if getattr(self, k) is not None}
         return {"ridge_a": self.ridge_a, "ridge_b": self.ridge_b, "lora": {k: v for k, v in self.lora.items() if k != "ridge_b"},
-                "addition_strength": self.addition_strength, "negation_strength": self.negation_strength,
+                "addition_strength": self.addition_strength, "negation_strength": self.negation_strength, **budgets,
                 "controls": list(self.controls)}
+
+    def cell_fields(self) -> dict[str, float | None]:
+        """The CellSettings fields the world tunes: its strengths and budgets (None: not recorded)."""
+        return {"addition_strength": self.addition_strength, "negation_strength": self.negation_strength,
+                **{k: getattr(self, k) for k in BUDGETS}}
 
 
 def _manifest(zoo: str | os.PathLike) -> dict[str, Any] | None:
@@ -79,7 +99,7 @@ def world_settings(zoo: str | os.PathLike) -> WorldSettings:
             raise ValueError("lora holds no ridge_b: the LoRA route's landmark ridge is the world's ridge_b")
         return WorldSettings(str(manifest["world"]), folder, record["ridge_a"], record["ridge_b"],
                              {**record["lora"], "ridge_b": record["ridge_b"]}, record["addition_strength"],
-                             record["negation_strength"], record["controls"])
+                             record["negation_strength"], record["controls"], *(record.get(k) for k in BUDGETS))
     except (KeyError, TypeError, ValueError) as e:
         raise PlatonicError(f"{path}: malformed `settings` record ({type(e).__name__}: {e})") from None
 

@@ -62,7 +62,9 @@ def test_the_sweep_and_the_points_read_the_protocols_reference_space(ws, cell):
     assert reference["method"] == "reference" and reference["accuracy"] == pytest.approx(by_hand(ws, cell, "blend"), abs=1e-9)
     settings = candidate_settings(protocol, candidate)
     assert (settings.space, settings.strength_rule, settings.negation_strength, settings.centre) == ("blend", None, 1.0, ("negation",))
-    assert closed["controls"] == [n for n in eval_names(ws, cell) if n not in cell.tasks]
+    # the kept sets, each kind under its own field (protocol.damage picks which count)
+    assert closed["controls"] == [c for c in ws.controls if c not in cell.tasks] and closed["others"] == [
+        t for t in ws.transfer_tasks if t not in cell.tasks] and set(closed["others"]) & set(ws.controls) == set()
 
 
 def test_a_rules_estimated_strength_is_the_one_the_cell_methods_fold_at(ws, cell):
@@ -74,7 +76,7 @@ def test_a_rules_estimated_strength_is_the_one_the_cell_methods_fold_at(ws, cell
     edit = cell_edit(ws, cell, protocol, "blend")
     assert edit.sign == -1.0 and edit.centre and strength > 0
     by_rule = closed_form(ws, cell, CellSettings(space="blend", strength_rule=rule, anchor=()))
-    assert ws.accuracies(cell.target, eval_names(ws, cell), edit.operator, strength) == pytest.approx(by_rule, abs=1e-9)
+    assert {**ws.accuracies(cell.target, eval_names(ws, cell), edit.operator, strength), "strength": strength} == pytest.approx(by_rule, abs=1e-9)
 
 
 def test_estimated_points_interpolate_each_cells_sweep_at_its_strength():

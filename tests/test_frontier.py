@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from platonic_sdk.evaluate.measure.frontier import Curve, curve, curves, distance, gain_within, outcome, point, swept_at
+from platonic_sdk.evaluate.measure.frontier import DAMAGE, Curve, curve, curves, distance, gain_within, outcome, point, swept_at
 
 
 def test_gain_within_takes_sweep_points_and_interpolates_between_two_of_them():
@@ -84,16 +84,17 @@ def test_a_point_is_the_mean_gain_and_each_damage_set_s_mean_drop_over_cells_eac
          "accuracy": {"a": 60.0, "b": 44.0, "c1": 76.0, "c2": 59.0}}
     y = {"tasks": ["a"], "controls": ["c1"], "others": ["o"], "zero_shot": {"a": 50.0, "c1": 80.0, "o": 70.0},
          "accuracy": {"a": 52.0, "c1": 78.0, "o": 65.0}}
-    p = point([x, y], "addition")
+    p = point([x, y], "addition", damage=("controls",))  # the control sets alone (the switch back)
     assert p.cells == 2 and p.gain == pytest.approx(((10 + 4) / 2 + 2) / 2)  # 4.5: each cell's mean over its tasks
     assert p.per_task == {"a": pytest.approx(6.0), "b": pytest.approx(4.0)}
     assert p.drops == {"c1": pytest.approx(3.0), "c2": pytest.approx(1.0)} and p.worst() == (pytest.approx(3.0), "c1")
     assert p.xy == (pytest.approx(3.0), pytest.approx(4.5))
-    both = point([x, y], "addition", damage=("controls", "others"))  # the other task's drop counts where asked
+    both = point([x, y], "addition")  # by default the other task's drop counts too (frontier.DAMAGE)
+    assert DAMAGE == ("controls", "others") and both.drops == {**p.drops, "o": pytest.approx(5.0)}
     assert both.worst() == (pytest.approx(5.0), "o") and both.worst(["c1", "c2"]) == (pytest.approx(3.0), "c1")
     removal = point([x], "negation")  # negation: the removal, zero-shot minus edited
     assert removal.gain == pytest.approx(-7.0) and point([], "addition") is None
-    assert math.isnan(point([{**y, "controls": []}], "addition").worst_drop)
+    assert math.isnan(point([{**y, "controls": [], "others": []}], "addition").worst_drop)
 
 
 def test_a_curve_is_the_point_of_its_cells_at_each_strength_and_a_cell_record_reads_as_one():

@@ -70,6 +70,11 @@ def test_groups_with_a_same_architecture_pair(ws):
         addition_cells(ws, groups=["cross-model"])
 
 
+def kept(tasks: tuple[str, ...]) -> list[str]:
+    """What a cell on `tasks` must leave alone, by hand: the control, then the other transfer tasks (cells.kept_sets)."""
+    return [CONTROL, *(t for t in TASKS if t not in tasks)]
+
+
 def test_cell_numbers_equal_real_folded_models(ws, models, tasks):
     cell = next(c for c in addition_cells(ws) if c.target == "siglip")
     settings = CellSettings(addition_strength=0.7, strength_rule="fixed")
@@ -82,7 +87,8 @@ def test_cell_numbers_equal_real_folded_models(ws, models, tasks):
         bank.add_grid(grid)
         # an independent descriptor: two forward passes through the public API
         descriptors.append(UTD.compute(models[source], ws.finetuned[(source, task)], grid))
-    names = [*cell.tasks, CONTROL]
+    names = [*cell.tasks, *kept(cell.tasks)]
+    assert (record["controls"], record["others"]) == ([CONTROL], kept(cell.tasks)[1:])
     # the labelled reference by hand: one-hot of each probe's train label minus 1/M, scaled to the descriptor's norm
     labelled = []
     for task, d in zip(cell.tasks, descriptors):
@@ -118,7 +124,7 @@ def test_negation_and_weight_space_on_a_same_architecture_cell(ws, models, tasks
     target = copy.deepcopy(models["clip"])
     vector = TaskVector.from_models(models[source].media_encoder, ws.finetuned[(source, task)].media_encoder)
     vector.apply_to(target.media_encoder, -0.8, allow_other_target=True)  # task arithmetic on another model
-    assert record["results"]["weight_space"] == pytest.approx({n: accuracy(target, tasks[n]) for n in (task, CONTROL)})
+    assert record["results"]["weight_space"] == pytest.approx({n: accuracy(target, tasks[n]) for n in (task, *kept((task,)))})
     assert "single_a" not in record["results"]
     # the workspace's target is restored after the weight-space baseline
     assert ws.accuracies("clip", [task]) == pytest.approx({task: accuracy(models["clip"], tasks[task])})
@@ -135,7 +141,7 @@ def test_negation_cells_anchor_the_tasks_that_read_other_attributes(ws, models, 
     bank.add_grid(grid)
     descriptor = UTD.compute(models[cell.sources[0]], ws.finetuned[(cell.sources[0], "amber_shapes")], grid)
     anchors = [tasks[t].grid(ws.per_class, ws.grid_seed) for t in ("small_shapes", "fine_patterns")]
-    names = ["amber_shapes", CONTROL]
+    names = ["amber_shapes", *kept(("amber_shapes",))]
     results = []
     for settings, held in ((CellSettings(strength_rule="fixed"), anchors), (CellSettings(anchor=(), strength_rule="fixed"), [])):
         results.append(evaluate_cell(ws, cell, settings, ["closed_form"])["results"]["closed_form"])
@@ -152,7 +158,7 @@ def test_negation_cells_anchor_the_tasks_that_read_other_attributes(ws, models, 
         bank.add_grid(grid)
         held = [tasks[t].grid(ws.per_class, ws.grid_seed) for t in TASKS if t != task]
         A = A + bank.operator(UTD.compute(models[source], ws.finetuned[(source, task)], grid), anchors=held)
-    names = [*cell.tasks, CONTROL]
+    names = [*cell.tasks, *kept(cell.tasks)]
     with OperatorEdit(A, 0.7, bank.site_kind, {}, bank.binding).applied_to(target):
         folded = {n: accuracy(target, tasks[n]) for n in names}
     assert record["results"]["closed_form"] == pytest.approx(folded, abs=1e-6)
@@ -199,7 +205,7 @@ def test_merging_methods_on_a_same_architecture_cell(ws, models, tasks, method, 
     target = copy.deepcopy(models["clip"])
     vectors = [TaskVector.from_models(models[s].media_encoder, ws.finetuned[(s, t)].media_encoder) for s, t in zip(cell.sources, cell.tasks)]
     merge(vectors, method, **params).apply_to(target.media_encoder, 0.7, allow_other_target=True)
-    names = [*cell.tasks, CONTROL]
+    names = [*cell.tasks, *kept(cell.tasks)]
     assert result == pytest.approx({n: accuracy(target, tasks[n]) for n in names})
     cross = next(iter(addition_cells(ws)))
     assert merged_weight_space(method, **params)(ws, cross, settings) is None  # weight space needs one architecture

@@ -44,7 +44,8 @@ def test_label_reference_folds_at_the_rule_strength_of_its_own_descriptors(ws):
     c = _hand_least_squares(ws, cell.target, cell.tasks, sum(ops), references)
     assert c > 0
     fixed = label_reference(ws, cell, CellSettings(space="affinity", addition_strength=c, strength_rule="fixed"))
-    assert label_reference(ws, cell, rule) == pytest.approx(fixed, abs=1e-9)
+    got = label_reference(ws, cell, rule)
+    assert got.pop("strength") == pytest.approx(c, rel=1e-3) and got == pytest.approx(fixed, abs=1e-9)  # the record holds the strength
     at_half = label_reference(ws, cell, CellSettings(space="affinity", strength_rule="fixed"))
     assert fixed != pytest.approx(at_half, abs=1e-9)  # the fixed 0.5 differs
     # the closed form under the same rule reads the transferred descriptors: another strength, so (here) other figures
@@ -52,4 +53,6 @@ def test_label_reference_folds_at_the_rule_strength_of_its_own_descriptors(ws):
     A = sum(ws.operator(cell.target, s, t, space="affinity") for s, t in zip(cell.sources, cell.tasks))
     c_closed = _hand_least_squares(ws, cell.target, cell.tasks, A, transferred)
     assert abs(c_closed - c) > 1e-3
-    assert closed_form(ws, cell, rule) == pytest.approx(closed_form(ws, cell, CellSettings(space="affinity", addition_strength=c_closed)), abs=1e-9)
+    by_hand = closed_form(ws, cell, CellSettings(space="affinity", addition_strength=c_closed, strength_rule="fixed"))
+    got = closed_form(ws, cell, rule)
+    assert got.pop("strength") == pytest.approx(c_closed, rel=1e-3) and got == pytest.approx(by_hand, abs=1e-9)

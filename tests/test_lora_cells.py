@@ -22,7 +22,7 @@ def test_lora_cell_equals_a_manual_fit_and_leaves_the_target_untouched():
     before = _weights(target)
     got = lora(ws, cell, CellSettings(addition_strength=0.7, lora=RECIPE))
     assert all(torch.equal(v, target.model.state_dict()[k]) for k, v in before.items())
-    names = [*cell.tasks, *ws.controls]
+    names = [*cell.tasks, *ws.controls, *(t for t in ws.transfer_tasks if t not in cell.tasks)]  # and the other tasks it keeps
     assert set(got) == set(names)
     composition = ws.descriptor(cell.sources[0], cell.tasks[0]) + ws.descriptor(cell.sources[1], cell.tasks[1])
     edit = fit_lora(target, composition, [ws.grid(t) for t in cell.tasks], CONFIG, progress=False)
@@ -39,7 +39,7 @@ def test_negation_cell_fits_the_negated_descriptor_and_deploys_at_the_cell_stren
     held = ws.anchor_tasks(cell.tasks)  # and anchors the tasks that read other attributes
     assert held and cell.tasks[0] not in held
     edit = fit_lora(ws.models["clip"], negated, [ws.grid(cell.tasks[0])], CONFIG, progress=False, anchors=[ws.grid(t) for t in held])
-    assert got == ws.live_accuracies("clip", [*cell.tasks, *ws.controls], edit.scaled(0.5))
+    assert got == ws.live_accuracies("clip", [*cell.tasks, *ws.controls, *held], edit.scaled(0.5))  # held: every other task here
 
 
 def test_addition_cell_deploys_at_the_cells_alpha_like_the_closed_form():
@@ -48,7 +48,7 @@ def test_addition_cell_deploys_at_the_cells_alpha_like_the_closed_form():
     composition = ws.descriptor(cell.sources[0], cell.tasks[0]) + ws.descriptor(cell.sources[1], cell.tasks[1])
     strong = LoraRouteConfig(**{**RECIPE, "lr": 5e-2, "max_steps": 10})  # moves predictions, so the deploy strength shows
     edit = fit_lora(ws.models["clip"], composition, [ws.grid(t) for t in cell.tasks], strong, progress=False)
-    names = [*cell.tasks, *ws.controls]
+    names = [*cell.tasks, *ws.controls, *(t for t in ws.transfer_tasks if t not in cell.tasks)]
     got = lora(ws, cell, CellSettings(addition_strength=0.3, negation_strength=0.8, lora={**RECIPE, "lr": 5e-2, "max_steps": 10}))
     assert got == ws.live_accuracies("clip", names, edit.scaled(0.3))
     assert got != ws.live_accuracies("clip", names, edit)

@@ -81,6 +81,23 @@ def test_the_dry_run_counts_what_a_count_by_hand_gives(experiment, tmp_path):
     assert counted.lines()[0] == "grid on the image world --dry-run: every dataset and model loads; nothing was written"
 
 
+def test_keeping_labels_spends_the_worlds_budgets_and_the_dry_run_counts_the_keep_splits(tmp_path):
+    """keep labels: the world's control limits (its zoo manifest's budgets) reach the cell settings, and the dry run
+    counts the controls' and the transfer tasks' train splits, which the rule then encodes."""
+    labels = Experiment.from_config({**MAPPING, "keep": "labels", "negation_budget": 4})
+    tuned = world_spec("image").settings()
+    settings = labels.config.settings
+    assert (settings.keep, settings.addition_budget, settings.negation_budget) == ("labels", tuned.addition_budget, 4.0)
+    world = ImageWorld(train_per_class=4, test_per_class=3)
+    kept = [*tuned.controls, *TASKS]
+    plain = dry_run(Experiment.from_config(MAPPING), None)
+    counted = dry_run(labels, None)
+    for before, model in zip(plain.models, counted.models):
+        assert model.keep_splits == len(kept) and before.keep_splits == 0
+        assert model.items == before.items + sum(len(world.task(t).train) for t in kept)
+    assert f"{len(kept)} labelled keep splits" in counted.lines()[-1]
+
+
 @pytest.mark.parametrize("mapping, message", [
     ({"familes": ["clip"]}, "unknown grid setting 'familes' (did you mean 'families'?)"),
     ({"families": "clip"}, "expected a list of names, got the string 'clip'"),

@@ -143,4 +143,4 @@ def test_plugin_strength_rule_gets_its_comparison_method():
     at_rule = method("closed_form_strength_fixed_point_three")
     assert at_rule.label == "closed form, strength by rule fixed_point_three"
     fixed = CellSettings(strength_rule="fixed", addition_strength=0.3)
-    assert at_rule.fn(ws, cell, CellSettings()) == closed_form(ws, cell, fixed)
+    assert at_rule.fn(ws, cell, CellSettings()) == {**closed_form(ws, cell, fixed), "strength": 0.3}  # the record says what the rule chose

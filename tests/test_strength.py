@@ -246,7 +246,7 @@ def test_cell_methods_ask_the_rule(ws):
         others = [ws.grid(t) for t in ws.transfer_tasks if t not in cell.tasks]
         bank = ws.bank(cell.target)
         c = bank.chosen_strength(composition, A, "auto", centre, others)
-        assert results["closed_form"] == ws.accuracies(cell.target, eval_names(ws, cell), A, c)
+        assert results["closed_form"] == {**ws.accuracies(cell.target, eval_names(ws, cell), A, c), "strength": c}
         if cell.kind == "negation":
             grid_id = ws.grid(cell.tasks[0]).identity
             target = (composition.centred() if centre else composition).by_grid()[grid_id][1]
@@ -258,4 +258,5 @@ def test_cell_methods_ask_the_rule(ws):
         mine = sum(mine[1:], mine[0])
         c_own = bank.chosen_strength(mine, own, "auto", centre, others)
         assert c_own != pytest.approx(0.5) and c_own != pytest.approx(c)
-        assert evaluate_cell(ws, cell, settings, ["oracle"])["results"]["oracle"] == ws.accuracies(cell.target, eval_names(ws, cell), own, c_own)
+        assert evaluate_cell(ws, cell, settings, ["oracle"])["results"]["oracle"] == {**ws.accuracies(cell.target, eval_names(ws, cell), own, c_own),
+                                                                                      "strength": c_own}

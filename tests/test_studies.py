@@ -87,13 +87,24 @@ def test_strength_sweep_matches_each_method_at_each_strength(ws):
         cell = at[1.0][r["key"]]
         assert r["zero_shot"] == pytest.approx(cell["results"]["zero_shot"])
         assert r["controls"] == [CONTROL] and r["tasks"] == list(cell["tasks"])
+        assert r["others"] == [t for t in TASKS if t not in r["tasks"]] == cell["others"]  # the kept transfer tasks
         for name, values in r["accuracy"].items():  # every evaluation set, each control set its own figure
             assert values[0] == pytest.approx(r["zero_shot"][name])
             assert values[1:] == pytest.approx([at[c][r["key"]]["results"][r["method"]][name] for c in (0.5, 1.0)])
-    # the worst control set's curve of one method, from the records by hand
+    # the worst kept set's curve of one method (control sets and other tasks alike), from the records by hand
     found = frontier.curve(sweep, "closed_form", "negation", "cross-family")
     own = [r for r in sweep if r["method"] == "closed_form" and r["kind"] == "negation"]
-    assert found.worst_drop == pytest.approx([np.mean([r["zero_shot"][CONTROL] - r["accuracy"][CONTROL][i] for r in own]) for i in range(3)])
+
+    def worst(i: int, kept: tuple[str, ...]) -> float:
+        drops: dict[str, list[float]] = {}
+        for r in own:
+            for name in (n for field in kept for n in r[field]):
+                drops.setdefault(name, []).append(r["zero_shot"][name] - r["accuracy"][name][i])
+        return max(np.mean(v) for v in drops.values())
+    assert found.worst_drop == pytest.approx([worst(i, ("controls", "others")) for i in range(3)])
+    controls = frontier.curve(sweep, "closed_form", "negation", "cross-family", damage=("controls",))  # the switch back
+    assert controls.worst_drop == pytest.approx([np.mean([r["zero_shot"][CONTROL] - r["accuracy"][CONTROL][i] for r in own]) for i in range(3)])
+    assert found.worst_drop[-1] > controls.worst_drop[-1]  # here an other task pays more than the control set
     assert found.gain == pytest.approx([np.mean([r["zero_shot"][r["tasks"][0]] - r["accuracy"][r["tasks"][0]][i] for r in own])
                                         for i in range(3)])
 
@@ -168,18 +179,35 @@ def test_similarity_against_descriptors_computed_from_scratch(ws, monkeypatch, c
 
 
 def test_report_table_layout_and_means(ws):
-    records = [evaluate_cell(ws, c) for c in addition_cells(ws)[:4]]
+    records = [evaluate_cell(ws, c, CellSettings(strength_rule="fixed")) for c in addition_cells(ws)[:4]]
     summary = {"addition": summarise(records, "addition")}
     lines = cells_section(summary, "addition", "cross-family", 0.5).splitlines()
     assert lines[0] == "## Two-task addition, cross-family, strength 0.5 (4 cells)"
-    assert lines[2] == f"| method | task A | task B | {CONTROL} | control mean | share of labelled reference | cells |"
+    assert lines[2] == (f"| method | task A | task B | {CONTROL} | control mean | worst other task's drop (points) | worst other task | "
+                        "share of labelled reference | cells |")
     ours = next(line for line in lines if line.startswith("| closed form |"))
     mean = lambda m, slot: np.mean([r["results"][m][r["tasks"][slot]] for r in records])  # noqa: E731
     expected, control = mean("closed_form", 1), np.mean([r["results"]["closed_form"][CONTROL] for r in records])
+    # the worst other task: per transfer task, its mean drop over the cells that do not edit it, by hand
+    drops = {t: np.mean([r["results"]["zero_shot"][t] - r["results"]["closed_form"][t] for r in records if t not in r["tasks"]])
+             for t in TASKS if any(t not in r["tasks"] for r in records)}
+    other = max(drops, key=drops.get)
     # the share: the closed form's gain on tasks A and B over the labelled reference's, by hand
     gain = lambda m: sum(mean(m, slot) - mean("zero_shot", slot) for slot in (0, 1))  # noqa: E731
     share = f"{gain('closed_form') / gain('label_reference'):.0%}"
-    assert [v.strip() for v in ours.split("|")[3:8]] == [f"{expected:.2f}", f"{control:.2f}", f"{control:.2f}", share, "4"]
+    assert [v.strip() for v in ours.split("|")[3:10]] == [f"{expected:.2f}", f"{control:.2f}", f"{control:.2f}", f"{drops[other]:.2f}",
+                                                          other, share, "4"]
+
+
+def test_the_cell_table_gives_the_strengths_the_rule_chose(ws):
+    """Under a strength rule every closed-form record holds its cell's strength; the table gives their mean and range."""
+    records = [evaluate_cell(ws, c) for c in addition_cells(ws)[:4]]  # the default rule
+    chosen = [r["results"]["closed_form"]["strength"] for r in records]
+    assert all("strength" not in r["results"][m] for r in records for m in ("zero_shot", "random_utd", "single_a"))  # fixed ones
+    summary = {"addition": summarise(records, "addition")}
+    ours = next(line for line in cells_section(summary, "addition", "cross-family", 0.5, rule=CellSettings().strength_rule).splitlines()
+                if line.startswith("| closed form |"))
+    assert ours.split("|")[2].strip() == f"auto, per cell: mean {np.mean(chosen):.2f} ({min(chosen):.2f} to {max(chosen):.2f})"
 
 
 def test_run_folder_has_report_and_readable_figures(ws, tmp_path):

@@ -24,6 +24,7 @@ from platonic_sdk.worlds.zoo import ZOO_DIR
 from platonic_sdk.io import MARKER
 from platonic_sdk.zoo_settings import MANIFEST, member_settings, world_settings
 
+LIMITS = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "protocols" / "round_3.json").read_text())["limits"]
 WORLD = ["--train-per-class", "4", "--test-per-class", "3", "--per-class", "2", "--quiet", "--no-cache"]
 SIZES = {"train_per_class": 4, "test_per_class": 3}
 QUICK = {"lr": 2e-3, "epochs": 1}  # the copied zoo's own recipe: one epoch (one step on a 6-probe grid)
@@ -65,6 +66,8 @@ def test_each_worlds_settings_are_its_zoos_manifest():
         assert (settings.ridge_a, settings.ridge_b) == (record["ridge_a"], record["ridge_b"])
         assert settings.lora == {**record["lora"], "ridge_b": record["ridge_b"]}  # the route's landmark ridge: the world's
         assert (settings.addition_strength, settings.negation_strength) == (0.5, 1.0)
+        # the budgets an experiment that keeps labels spends: the world's control limits, as the decision protocol states them
+        assert {"addition": settings.addition_budget, "negation": settings.negation_budget} == LIMITS[name]
         LoraRouteConfig(**settings.lora)  # every recorded field is a field of the recipe
         world = spec.make(seed=0)
         assert set(settings.controls) == set(world.controls) and not set(settings.controls) & set(world.transfer_tasks)
@@ -133,6 +136,8 @@ def test_given_fields_win_and_unknown_ones_are_refused(copied):
     (lambda s: s.update(ridge_b=-1.0), "ridge_b"),
     (lambda s: s.update(addition_strength="0.5"), "addition_strength"),
     (lambda s: s["lora"].update(ridge_b=0.1), "the LoRA route's landmark ridge is the world's ridge_b"),
+    (lambda s: s.update(negation_budget=0), "negation_budget"),
+    (lambda s: s.update(addition_budget="3"), "addition_budget"),
 ])
 def test_a_malformed_settings_record_is_refused_naming_the_manifest(tmp_path, broken, words):
     manifest = json.loads((ZOO_DIR / MANIFEST).read_text())
@@ -208,6 +213,7 @@ def test_the_demo_takes_the_worlds_strengths_and_recipe_from_its_manifest(tmp_pa
     try:
         cells = demo_config("strong").settings
         assert (cells.addition_strength, cells.negation_strength) == (0.3, 0.9)
+        assert cells.addition_budget is None and demo_config("strong", settings={"keep": "labels"}).settings.addition_budget is None  # none recorded
         assert cells.lora == {"lr": 1e-3, "epochs": 7, "ridge_b": 0.4}
         assert demo_config("strong", settings={"lora": {"ridge_b": 0.05}}).settings.lora["ridge_b"] == 0.05  # a ridge_b given wins
     finally:

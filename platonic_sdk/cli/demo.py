@@ -17,8 +17,9 @@ def demo_settings(args: argparse.Namespace):
     """The demo's --world, --paper / --preset and method flags as GridSettings (checked: canonical names, nothing loaded)."""
     from ..evaluate.plan.grid_settings import GridSettings
 
-    return GridSettings(world=args.world, preset=args.preset, families=args.families, space=args.space,
-                        strength_rule=args.strength_rule, **kind_options(args)).checked(flag)
+    return GridSettings(world=args.world, preset=args.preset, families=args.families, space=args.space, strength_rule=args.strength_rule,
+                        keep=args.keep_by, addition_budget=args.addition_budget, negation_budget=args.negation_budget,
+                        confidence=args.confidence, **kind_options(args)).checked(flag)
 
 
 def check_demo(args: argparse.Namespace) -> None:

@@ -18,7 +18,8 @@ FLAGS = {"tasks": "--task", "preset": "--preset", "templates": "--template", "ch
 SAME = ("world", "preset", "families", "tasks", "controls", "held_out", "benchmark", "data_root", "finetunes", "out", "test_fraction",
         "seed", "world_seed", "train_per_class", "test_per_class", "per_class", "grid_seed", "batch_size", "device",
         "ridge_a", "ridge_b", "kinds", "groups", "pairing", "max_cells", "methods", "addition_strength", "negation_strength",
-        "weight_space_strength", "strength_rule", "space", "sweep_strengths", "sweep_cells", "similarity_probes")
+        "weight_space_strength", "strength_rule", "space", "addition_budget", "negation_budget", "confidence", "sweep_strengths",
+        "sweep_cells", "similarity_probes")
 
 
 
@@ -35,7 +36,7 @@ def grid_settings(args: argparse.Namespace):
     return GridSettings(
         **{k: getattr(args, k) for k in SAME}, models=args.models, finetuned=args.finetuned, checkpoints=parse_models(args.model or []),
         recipe=recipe_options(args), templates=args.template, method_cells=dict(parse_method_cells(args.method_cells or [])),
-        lora=lora, similarity=not args.no_similarity, **kind_options(args),
+        lora=lora, similarity=not args.no_similarity, keep=args.keep_by, **kind_options(args),  # --keep (edit's --keep lists tasks)
     ).checked(flag)
 
 

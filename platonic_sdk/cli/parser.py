@@ -9,7 +9,7 @@ from typing import Sequence
 
 from ..errors import PlatonicError
 from ..evaluate.plan.presets import preset, preset_names
-from ..evaluate.plan.settings import DEFAULT_METHODS, KIND_CHOICES, CellSettings, ExperimentConfig, default
+from ..evaluate.plan.settings import DEFAULT_METHODS, KEEP_CHOICES, KIND_CHOICES, CellSettings, ExperimentConfig, default
 from ..ridge import RIDGE_A, RIDGE_B
 from ..spaces import DEFAULT_SPACE, SPACES
 from ..strength import DEFAULT_BUDGET, DEFAULT_CONFIDENCE
@@ -232,6 +232,7 @@ def build_parser() -> Parser:
                 f"fixed strength on {kind} cells (under a strength rule, that of the methods the rule does not choose for)")
         p.add_argument(f"--{name.replace('_', '-')}", type=finite_float, help=f"{what} ({default(CellSettings, name)})")
     _strength_rule_option(p)
+    _keep_options(p)
     _kind_options(p)
     p.add_argument("--space", type=str.lower,
                    help=f"descriptor space of every descriptor-transferring method and study ({', '.join(SPACES)} or one a --plugin "
@@ -264,6 +265,7 @@ def build_parser() -> Parser:
                    help=f"descriptor space of the closed form and the studies ({', '.join(SPACES)} or one a --plugin registers; "
                         f"default: {default(CellSettings, 'space')})")
     _strength_rule_option(p)
+    _keep_options(p)
     _preset_option(p, demo=True)
     _workers_option(p)
     p.set_defaults(func=demo.main)
@@ -286,6 +288,20 @@ def _strength_rule_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strength-rule", metavar="RULE",
                    help="how each closed-form cell's strength is chosen without labels: auto (the default rule, the default), a rule's "
                         "name, or fixed: the fixed strengths (docs/method.md sec. 17)")
+
+
+def _keep_options(p: argparse.ArgumentParser) -> None:
+    """--keep (what the strength rule reads of the sets a cell's edit must leave alone) and the budget it spends with labels."""
+    p.add_argument("--keep", dest="keep_by", choices=KEEP_CHOICES, type=str.lower,  # keep_by: edit's --keep lists tasks
+                   help="what the strength rule reads of the sets an edit must leave alone: probes, the other transfer tasks' "
+                        "unlabelled probes; labels, the labelled train splits of the controls and the other transfer tasks, on "
+                        f"which auto spends the budgets (default: {default(CellSettings, 'keep')}; docs/method.md sec. 18)")
+    for kind in ("addition", "negation"):
+        p.add_argument(f"--{kind}-budget", type=positive_float, metavar="POINTS",
+                       help=f"--keep labels: accuracy points a kept set may lose on {kind} cells (default: the world's control "
+                            f"limit, else {DEFAULT_BUDGET:g})")
+    p.add_argument("--confidence", type=fraction, metavar="Q",
+                   help=f"--keep labels: confidence that no kept set loses more than its budget (default {DEFAULT_CONFIDENCE:g})")
 
 
 def _kind_options(p: argparse.ArgumentParser) -> None:

@@ -20,6 +20,7 @@ from torch import Tensor
 from ...descriptor import Composition
 from ...strength import FIXED
 from ..measure.cells import Cell, cell_solve
+from ..measure.frontier import DAMAGE
 from ..measure.workspace import Workspace
 from .measure import candidate_settings
 from .protocol import REFERENCE, Candidate, Protocol
@@ -61,7 +62,7 @@ def estimated_points(protocol: Protocol, sweep: Sequence[Mapping[str, Any]], cho
         return {s: float(np.interp(strength, record["strengths"], v)) for s, v in record["accuracy"].items()}
 
     swept = {m: {r["key"]: r for r in sweep if r["method"] == protocol.cell_method(m)} for m in (f"closed_form_{space}", REFERENCE)}
-    return [{**{k: r[k] for k in ("key", "kind", "target", "group", "tasks", "controls", "zero_shot")}, "method": method,
+    return [{**{k: r[k] for k in ("key", "kind", "target", "group", "tasks", "zero_shot")}, **{k: r.get(k, []) for k in DAMAGE}, "method": method,
              "accuracy": at(swept[name][key], chosen[key])}
             for key, r in swept[f"closed_form_{space}"].items() if key in chosen
             for method, name in (("closed_form", f"closed_form_{space}"), (REFERENCE, REFERENCE))]

@@ -4,13 +4,15 @@ Per world, cells pooled over the replicates' seeds (equal counts per seed, so a 
 seeds), every figure through the frontier module (frontier.point, frontier.curve):
 
     frontiers   per kind and swept method (Protocol.swept), the sweep's (worst drop, gain) polyline in strength order;
-    candidates  per candidate and kind, its point: gain (removal on negations), worst damage set's drop and name, gain
-                per task, the labelled reference's gain per task at the same point, and the same per seed.
+    candidates  per candidate and kind, its point: gain (removal on negations), worst damage set's drop and name (over
+                the protocol's `damage`), the worst set of each kind of kept set (`damage`: controls and others, each
+                [drop, name], shown whatever the protocol judges), gain per task, the labelled reference's gain per task
+                at the same point, and the same per seed.
 
 The result is plain JSON, the shape judge.py reads (its tests build such tables by hand):
 
     {world: {"frontiers": {kind: {method: {"drops": [...], "gains": [...]}}},
-             "candidates": {name: {kind: {"gain", "worst_drop", "worst_set", "cells", "per_task",
+             "candidates": {name: {kind: {"gain", "worst_drop", "worst_set", "damage", "cells", "per_task",
                                           "reference_per_task", "seeds": {seed: {...the same, without "seeds"}}}}}}}
 """
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ...errors import PlatonicError
-from ..measure.frontier import curve, point
+from ..measure.frontier import DAMAGE, curve, point
 from ..plan.settings import KINDS
 from .protocol import Protocol
 
@@ -61,5 +63,7 @@ def _figures(protocol: Protocol, records: Sequence[Mapping[str, Any]], kind: str
     if p is None or ref is None:
         raise PlatonicError(f"no {kind} cell among the candidate's records")
     drop, worst = p.worst()
-    return {"gain": p.gain, "worst_drop": drop, "worst_set": worst, "cells": p.cells, "per_task": dict(p.per_task),
+    every = point(edited, kind, DAMAGE)  # each kind of kept set's worst, judged or not
+    damage = {field: list(every.worst(sets)) for field in DAMAGE if (sets := {s for r in edited for s in r.get(field, ())})}
+    return {"gain": p.gain, "worst_drop": drop, "worst_set": worst, "damage": damage, "cells": p.cells, "per_task": dict(p.per_task),
             "reference_per_task": dict(ref.per_task)}

@@ -7,10 +7,13 @@ them) get
   labelled reference norm-matched to descriptors in the protocol's `frontier_space` (label_reference_in), the same
   yardstick whatever the candidates' spaces;
 - each candidate's point: per cell, the closed form in the candidate's space at the strength its rule chooses (or
-  the protocol's fixed strengths), and the labelled reference at the same settings, norm-matched to descriptors in
+  the protocol's fixed strengths; a candidate that keeps labels spends the world's budgets on the labelled train
+  splits of the cell's kept sets), and the labelled reference at the same settings, norm-matched to descriptors in
   Protocol.reference_space(candidate).
 
-Every setting comes from the protocol (centring, anchors, fixed strengths, spaces): nothing reads a library default.
+Every record lists the cell's kept sets (`controls` and `others`: cells.kept_sets), so that the protocol's `damage`
+picks which count. Every setting comes from the protocol (centring, anchors, fixed strengths, spaces) and the world
+(its budgets): nothing reads a library default but a labels candidate's confidence where it names none.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from typing import Any
 
 from ...progress import progress as progress_bar
 from ...strength import FIXED
-from ..measure.cells import Cell, eval_names
+from ...worlds.registry import world_spec
+from ..measure.cells import Cell, eval_names, kept_sets
 from ..measure.label_reference import label_reference, label_reference_in
 from ..measure.methods import closed_form
 from ..measure.replicates import replicate_workspace
@@ -28,14 +32,19 @@ from ..measure.workspace import Workspace
 from ..plan.registry import METHODS, register_method
 from ..plan.settings import CellSettings, selections
 from ..run.runner import selected_cells
-from .protocol import REFERENCE, Candidate, Protocol, reference_method
+from .protocol import LABELS, REFERENCE, Candidate, Protocol, reference_method
 
 
-def candidate_settings(protocol: Protocol, candidate: Candidate) -> CellSettings:
-    """The cell settings of `candidate`: its space and rule, the protocol's centring, anchors and fixed strengths."""
+def candidate_settings(protocol: Protocol, candidate: Candidate, world: str | None = None) -> CellSettings:
+    """The cell settings of `candidate`: its space, rule and keep, the protocol's centring, anchors and fixed strengths; a
+    candidate that keeps labels spends `world`'s budgets (its zoo's control limits; None: the library's) at its confidence."""
+    labels = {}
+    if candidate.keep == LABELS:
+        budgets = {k: v for k, v in world_spec(world).settings().cell_fields().items() if k.endswith("_budget")} if world else {}
+        labels = {"keep": LABELS, "confidence": candidate.confidence, **budgets}
     return CellSettings(addition_strength=protocol.fixed_strengths["addition"], negation_strength=protocol.fixed_strengths["negation"],
                         centre=protocol.centre, anchor=protocol.anchor, space=candidate.space,
-                        strength_rule=None if candidate.rule == FIXED else candidate.rule)
+                        strength_rule=None if candidate.rule == FIXED else candidate.rule, **labels)
 
 
 def sweep_settings(protocol: Protocol) -> CellSettings:
@@ -58,17 +67,18 @@ def swept_methods(protocol: Protocol) -> list[str]:
     return [protocol.cell_method(m) for m in protocol.swept()]
 
 
-def point_records(ws: Workspace, cells: list[Cell], protocol: Protocol, candidate: Candidate) -> list[dict[str, Any]]:
-    """Per cell, the closed form's and the labelled reference's record at the candidate's point, as frontier.point reads
-    them (method "closed_form" or REFERENCE; `accuracy` and `zero_shot` per evaluation set)."""
-    settings, norm = candidate_settings(protocol, candidate), protocol.reference_space(candidate)
+def point_records(ws: Workspace, cells: list[Cell], protocol: Protocol, candidate: Candidate, world: str | None = None) -> list[dict[str, Any]]:
+    """Per cell, the closed form's and the labelled reference's record at the candidate's point on `world`'s workspace,
+    as frontier.point reads them (method "closed_form" or REFERENCE; `accuracy` and `zero_shot` per evaluation set,
+    and the strength its rule chose under "strength" in `accuracy`)."""
+    settings, norm = candidate_settings(protocol, candidate, world), protocol.reference_space(candidate)
     records = []
     for cell in cells:
         names = eval_names(ws, cell)
         zero = ws.accuracies(cell.target, names)
         for method, accuracy in (("closed_form", closed_form(ws, cell, settings)), (REFERENCE, label_reference(ws, cell, settings, norm_space=norm))):
             records.append({"key": cell.key, "kind": cell.kind, "target": cell.target, "group": cell.group, "method": method,
-                            "tasks": list(cell.tasks), "controls": [n for n in names if n not in cell.tasks], "zero_shot": zero,
+                            "tasks": list(cell.tasks), **kept_sets(ws, cell), "zero_shot": zero,
                             "accuracy": dict(accuracy)})
     return records
 
@@ -78,6 +88,6 @@ def measure_replicate(protocol: Protocol, world: str, seed: int, *, progress: bo
     ws, describe = replicate_workspace(world, seed, progress=progress)
     cells = cross_family_cells(ws, protocol.cells_per_kind)
     sweep = strength_sweep(ws, cells, protocol.sweep_strengths, sweep_settings(protocol), swept_methods(protocol))
-    points = {c.name: point_records(ws, cells, protocol, c)
+    points = {c.name: point_records(ws, cells, protocol, c, world)
               for c in progress_bar(protocol.candidates, desc=f"{world} {seed}: candidates", disable=not progress)}
     return {"world": world, "seed": seed, "describe": describe, "sweep": sweep, "points": points}

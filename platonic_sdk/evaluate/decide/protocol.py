@@ -4,8 +4,12 @@ A protocol file is JSON with these keys (every one required but `name`, `damage`
 
     name             free text
     worlds           registered worlds the candidates are measured on
-    candidates       "SPACE/RULE": a descriptor space and a strength rule ("fixed": `fixed_strengths`); never "auto",
-                     which follows the default being decided
+    candidates       "SPACE/RULE": a descriptor space and a strength rule ("fixed": `fixed_strengths`) that reads the
+                     other transfer tasks' unlabelled probes; never "auto", which follows the default being decided.
+                     "SPACE/auto/labels" (optionally "@Q", a confidence): the default rule spending each world's budgets
+                     (its zoo's control limits) on the labelled train splits of the controls and the other transfer tasks
+                     (CellSettings keep "labels", docs/method.md sec. 18); "auto" here names the budget rule, the only one
+                     that reads labels. Or an object {"space", "rule", "keep": "probes" | "labels", "confidence"}
     settings         {"centre": [kinds], "anchor": [kinds], "fixed_strengths": {"addition": c, "negation": c}}:
                      what every candidate and frontier solves with
     reference        {"frontier_space": SPACE, "point_space": SPACE or "candidate"}: the labelled reference's norm
@@ -13,14 +17,15 @@ A protocol file is JSON with these keys (every one required but `name`, `damage`
     frontiers        spaces whose closed form is swept (with the labelled reference) at `sweep_strengths`
     sweep_strengths  the strengths of the frontier sweep
     cells_per_kind   cross-family cells per kind and replicate, evenly spread
-    limits           {world: {"addition": points, "negation": points}}: the worst control set's largest mean drop
+    limits           {world: {"addition": points, "negation": points}}: the worst damage set's largest mean drop
     criteria         [{"type": "frontier", "method": M, "share": s, "tolerance": t} or
                       {"type": "reference_share", "share": s, "floor": f}], each with optional "name", "worlds", "kinds"
     choice           {"order": "controls" or "task", "modalities": {name: [worlds]}}
     hold             {"max_control_limits": n, "ranked_first": bool}
     seeds            {"development": [seeds], "confirmation": [seeds]} (disjoint)
-    damage           optional: the fields of a cell record listing its damage sets (default ["controls"]: the control
-                     sets; frontier.point)
+    damage           optional: the fields of a cell record listing its damage sets, among "controls" (the control sets)
+                     and "others" (the other transfer tasks; frontier.DAMAGE); default ["controls"], what the limits of
+                     rounds 1-3 were judged on (frontier.point)
     chosen           the development choice, written (and committed) before the confirmation seeds run
 
 `load_protocol(path)` reads and checks one; each error is one line naming the file and the key.
@@ -41,32 +46,58 @@ from ...spaces import check_space
 from ...strength import AUTO, FIXED, check_strength_rule
 from ...worlds.registry import WORLDS
 from ..measure.frontier import DAMAGE
-from ..plan.settings import KINDS
+from ..plan.settings import KEEP_CHOICES, KINDS, CellSettings
 
 REFERENCE = "reference"  # a frontier criterion's method naming the swept labelled reference
 ORDERS = ("controls", "task")  # choice orders: fewest control limits broken first (rounds 2-3), or fewest criteria (round 1)
 CRITERIA = ("frontier", "reference_share")
+CONTROL_DAMAGE = ("controls",)  # a protocol's damage when its file names none: the control sets, as rounds 1-3 judged
+LABELS = "labels"
 
 
 @attrs.frozen
 class Candidate:
-    """A descriptor space and a strength rule (`FIXED`: the protocol's fixed strengths)."""
+    """A descriptor space and a strength rule (`FIXED`: the protocol's fixed strengths) reading the other transfer tasks'
+    unlabelled probes; or, with `keep` "labels", the default rule ("auto") spending each world's budgets on the labelled
+    train splits of the controls and the other transfer tasks at `confidence` (None: the library's)."""
 
     space: str
     rule: str
+    keep: str = "probes"
+    confidence: float | None = None
 
     @property
     def name(self) -> str:
-        return f"{self.space}/{self.rule}"
+        if self.keep != LABELS:
+            return f"{self.space}/{self.rule}"
+        return f"{self.space}/{self.rule}/{LABELS}" + ("" if self.confidence is None else f"@{self.confidence:g}")
 
     @classmethod
-    def parse(cls, text: str) -> "Candidate":
-        """"SPACE/RULE", checked: a known space, and FIXED or a registered rule named as itself (not "auto")."""
-        if not isinstance(text, str) or text.count("/") != 1:
-            raise PlatonicError(f"a candidate is written SPACE/RULE (e.g. blend/least_squares_off_task), got {text!r}")
-        space, rule = text.split("/")
+    def parse(cls, value: str | Mapping[str, Any]) -> "Candidate":
+        """"SPACE/RULE", "SPACE/auto/labels[@Q]" or {"space", "rule", "keep", "confidence"}, checked: a known space, FIXED or
+        a registered rule named as itself (not "auto") on probes, "auto" on labels, a confidence only on labels."""
+        if isinstance(value, Mapping):
+            entry = _keys(value, "a candidate", ("space", "rule"), ("keep", "confidence"))
+            keep, q = entry.get("keep", "probes"), entry.get("confidence")
+            text = f"{entry['space']}/{entry['rule']}" + (f"/{keep}" if keep != "probes" else "")
+        elif isinstance(value, str) and value.count("/") in (1, 2):
+            text, _, confidence = value.partition("@")
+            keep, q = (text.split("/") + ["probes"])[2], (_number(_float(confidence), "the confidence after @", 0.0) if confidence else None)
+        else:
+            raise PlatonicError(f"a candidate is written SPACE/RULE (e.g. blend/least_squares_off_task) or SPACE/auto/labels, got {value!r}")
+        space, rule = text.split("/")[:2]
+        if keep not in KEEP_CHOICES:
+            raise PlatonicError(f"candidate {text!r}: keep is {' or '.join(KEEP_CHOICES)}, got {keep!r}")
+        if keep == LABELS:
+            if rule != AUTO:
+                raise PlatonicError(f"candidate {text!r}: labelled keep sets are read by the budget rule, written {AUTO} "
+                                    f"({space}/{AUTO}/{LABELS})")
+            CellSettings(strength_rule=AUTO, keep=LABELS, confidence=q)  # the confidence, checked where experiments check it
+            return cls(check_space(space), AUTO, LABELS, None if q is None else float(q))
         if rule == AUTO:
             raise PlatonicError(f"candidate {text!r}: name the rule, not {AUTO!r} (it follows the default being decided)")
+        if q is not None:
+            raise PlatonicError(f"candidate {text!r}: a confidence is read with labelled keep sets alone ({space}/{AUTO}/{LABELS}@Q)")
         return cls(check_space(space), rule if rule == FIXED else check_strength_rule(rule))
 
 
@@ -114,7 +145,7 @@ class Protocol:
     max_control_limits: int | None
     ranked_first: bool
     seeds: Mapping[str, tuple[int, ...]]
-    damage: tuple[str, ...] = DAMAGE
+    damage: tuple[str, ...] = CONTROL_DAMAGE
     chosen: str | None = None
     name: str = ""
     data: Mapping[str, Any] = attrs.field(factory=dict, eq=False)  # the file's JSON, as read
@@ -167,7 +198,7 @@ def protocol_from(data: Any) -> Protocol:
     top = _keys(data, "the protocol", ("worlds", "candidates", "settings", "reference", "frontiers", "sweep_strengths", "cells_per_kind",
                                        "limits", "criteria", "choice", "hold", "seeds"), ("name", "damage", "chosen"))
     worlds = tuple(WORLDS.check(w) for w in _list(top["worlds"], "worlds", str))
-    candidates = tuple(_at(f"candidates[{i}]", Candidate.parse, c) for i, c in enumerate(_list(top["candidates"], "candidates", str)))
+    candidates = tuple(_at(f"candidates[{i}]", Candidate.parse, c) for i, c in enumerate(_list(top["candidates"], "candidates", (str, dict))))
     if len({c.name for c in candidates}) < len(candidates):
         raise PlatonicError("candidates: a candidate is listed twice")
     settings = _keys(top["settings"], "settings", ("centre", "anchor", "fixed_strengths"))
@@ -200,7 +231,7 @@ def protocol_from(data: Any) -> Protocol:
                     for m, ws in _keys(choice["modalities"], "choice.modalities", ()).items()},
         max_control_limits=None if hold["max_control_limits"] is None else _count(hold["max_control_limits"], "hold.max_control_limits", 0),
         ranked_first=_bool(hold["ranked_first"], "hold.ranked_first"), seeds=seeds,
-        damage=tuple(_list(top.get("damage", list(DAMAGE)), "damage", str)), name=str(top.get("name", "")), data=data,
+        damage=_damage(top.get("damage", list(CONTROL_DAMAGE))), name=str(top.get("name", "")), data=data,
     )
     criteria = tuple(_at(f"criteria[{i}]", _criterion, c, protocol) for i, c in enumerate(_list(top["criteria"], "criteria", dict, empty=True)))
     chosen = top.get("chosen")
@@ -224,6 +255,21 @@ def _criterion(data: Any, protocol: Protocol) -> Criterion:
     return Criterion(kind, str(entry.get("name", method or kind)), worlds, _kinds(entry.get("kinds", list(KINDS)), "kinds"),
                      _number(entry.get("share", 1.0), "share", 0.0), _number(entry.get("tolerance", 0.0), "tolerance", 0.0),
                      method, _number(entry.get("floor", 0.0), "floor", 0.0))
+
+
+def _damage(value: Any) -> tuple[str, ...]:
+    fields = _list(value, "damage", str)
+    if any(f not in DAMAGE for f in fields) or len(set(fields)) < len(fields):
+        raise PlatonicError(f"damage lists the kinds of kept set whose drop is damage, each once, among {', '.join(DAMAGE)}; got {fields}")
+    return tuple(fields)
+
+
+def _float(text: str) -> float | str:
+    """`text` as a number, else itself (for _number's message)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def _keys(value: Any, what: str, required: Sequence[str], optional: Sequence[str] = ()) -> dict[str, Any]:

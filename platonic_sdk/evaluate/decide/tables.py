@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..measure.frontier import BUDGETS, gain_within
+from ..measure.frontier import BUDGETS, DAMAGE, gain_within
 from ..plan.settings import KINDS
 from .judge import Figures, Verdicts, broken, ranking, score
+from ..report.names import DAMAGE_WORDS
 from .protocol import Protocol
 
 
@@ -59,20 +60,26 @@ def preference_table(protocol: Protocol, table: Figures, verdicts: Verdicts) -> 
 
 def candidates_table(protocol: Protocol, table: Figures, verdicts: Verdicts) -> str:
     """Per world and candidate: gain (addition) and removal (negation) with their spread over seeds, the worst damage set's
-    drop (spread; set), and what it breaks there."""
-    rows = ["| world | candidate | addition gain (spread) / worst drop (spread; set) | removal (spread) / worst drop (spread; set) | breaks |",
-            "|---|---|---|---|---|"]
+    drop (spread; set) as the protocol judges it, the worst control set's and the worst other task's, each on its own, and
+    what it breaks there."""
+    rows = [f"| world | candidate | addition gain (spread) / worst drop (spread; set) | removal (spread) / worst drop (spread; set) | "
+            f"{' | '.join(f'worst {DAMAGE_WORDS[f]}: addition; negation' for f in DAMAGE)} | breaks |", "|---|---|---|---|" + "---|" * len(DAMAGE)]
     for w in protocol.worlds:
         for c in protocol.candidates:
-            kinds = []
-            for k in KINDS:
-                p = table[w]["candidates"][c.name][k]
+            kinds, points = [], [table[w]["candidates"][c.name][k] for k in KINDS]
+            for p in points:
                 seeds = p.get("seeds", {}).values()
                 kinds.append(f"{p['gain']:+.1f} ({_span([s['gain'] for s in seeds])}) / {p['worst_drop']:.1f} "
                              f"({_span([s['worst_drop'] for s in seeds], '{:.1f}')}; {p.get('worst_set') or '-'})")
+            sets = ["; ".join(_set(p.get("damage", {}).get(f)) for p in points) for f in DAMAGE]
             fails = "; ".join(f"{v.kind} {v.name}" + (f" ({v.detail})" if v.detail else "") for v in broken(verdicts, c.name, [w])) or "none"
-            rows.append(f"| {w} | {c.name} | {kinds[0]} | {kinds[1]} | {fails} |")
+            rows.append(f"| {w} | {c.name} | {kinds[0]} | {kinds[1]} | {' | '.join(sets)} | {fails} |")
     return "\n".join(rows)
+
+
+def _set(found: Sequence[Any] | None) -> str:
+    """A kind of kept set's worst [drop, name], "-" where the cells list none."""
+    return "-" if not found or found[1] is None else f"{found[0]:.1f} ({found[1]})"
 
 
 def frontiers_table(protocol: Protocol, table: Figures) -> str:

@@ -4,6 +4,8 @@ A cell is one composition on one target; the registered cell methods (methods.py
 runner (experiment.py) records it. `folded` is what every solving method ends with: sign * sum of its
 operators folded into the target at the cell's strength, accuracies on the cell's evaluation sets
 (`rule_folded`: at the strength the settings' strength rule chooses, for the methods that transfer descriptors).
+A cell's evaluation sets are its tasks and the sets its edit must leave alone (`kept_sets`): the workspace's
+controls and the other transfer tasks, whose drops are the cell's damage (frontier.DAMAGE).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from torch import Tensor
 
 from ...errors import PlatonicError
 from ...spaces import DEFAULT_SPACE
+from ...strength import AUTO
 from ..plan.settings import GROUPS, CellSettings
 from .workspace import Workspace
 
@@ -111,9 +114,15 @@ def negation_cells(
     return cells
 
 
+def kept_sets(ws: Workspace, cell: Cell) -> dict[str, list[str]]:
+    """The sets the cell's edit must leave alone, by the record field that lists them (frontier.DAMAGE): `controls`, the
+    workspace's control sets; `others`, the other transfer tasks (the bank's other tasks)."""
+    return {"controls": [c for c in ws.controls if c not in cell.tasks], "others": [t for t in ws.transfer_tasks if t not in cell.tasks]}
+
+
 def eval_names(ws: Workspace, cell: Cell) -> list[str]:
-    """The cell's evaluation sets: its tasks, then the workspace's controls."""
-    return list(cell.tasks) + [c for c in ws.controls if c not in cell.tasks]
+    """The cell's evaluation sets: its tasks, then the workspace's controls, then the other transfer tasks."""
+    return [*cell.tasks, *(n for names in kept_sets(ws, cell).values() for n in names)]
 
 
 def solve_options(ws: Workspace, kind: str, task: str, centre: Sequence[str], anchor: Sequence[str],
@@ -141,15 +150,29 @@ def folded(ws: Workspace, cell: Cell, settings: CellSettings, ops: Sequence[Tens
     return ws.accuracies(cell.target, eval_names(ws, cell), sign * sum(ops), strength)
 
 
-def rule_folded(ws: Workspace, cell: Cell, settings: CellSettings, ops: Sequence[Tensor], descriptors: Sequence[Any]) -> dict[str, float]:
+def rule_folded(ws: Workspace, cell: Cell, settings: CellSettings, ops: Sequence[Tensor], descriptors: Sequence[Any]) -> dict[str, Any]:
     """`folded`, or under settings.strength_rule the operator A = sign * sum(ops) folded at the strength the rule
-    chooses for it as the edit of sign * sum(descriptors) (one per term, solved into `ops`; OperatorBank.chosen_strength):
-    the rule reads those descriptors (row-centred where the kind centres) on the target's grids of the cell's tasks and
-    the unlabelled probes of the other transfer tasks' grids; never a label, a control set or a test item."""
+    chooses for it as the edit of sign * sum(descriptors) (one per term, solved into `ops`), that strength under
+    "strength". The rule reads those descriptors (row-centred where the kind centres) on the target's grids of the
+    cell's tasks and what the edit must leave alone: with settings.keep "probes", the unlabelled probes of the other
+    transfer tasks' grids (OperatorBank.chosen_strength); with "labels", the labelled train splits of the cell's kept
+    sets (Workspace.keep_set), on which the default rule spends the kind's budget at the settings' confidence
+    (OperatorBank.strength_choice, docs/method.md sec. 18). Never a test item, nor a label of the cell's own tasks."""
     if settings.strength_rule is None:
         return folded(ws, cell, settings, ops)
     sign = signed_strength(cell, settings)[0]
     A, terms = sign * sum(ops), [sign * d for d in descriptors]
-    others = [ws.grid_state(cell.target, t).grid for t in ws.transfer_tasks if t not in cell.tasks]
-    strength = ws.bank(cell.target).chosen_strength(sum(terms[1:], terms[0]), A, settings.strength_rule, settings.centres(cell.kind), others)
-    return ws.accuracies(cell.target, eval_names(ws, cell), A, strength)
+    bank, descriptor, centre = ws.bank(cell.target), sum(terms[1:], terms[0]), settings.centres(cell.kind)
+    if settings.keep == "labels":
+        keep = cell_keep_sets(ws, cell)
+        spend = {"budget": settings.budget_of(cell.kind), "confidence": settings.confidence} if keep else {}
+        strength = ws.warned_once(lambda: bank.strength_choice(descriptor, A, AUTO, centre, keep=keep, **spend)[0])
+    else:
+        others = [ws.grid_state(cell.target, t).grid for t in kept_sets(ws, cell)["others"]]
+        strength = ws.warned_once(lambda: bank.chosen_strength(descriptor, A, settings.strength_rule, centre, others))
+    return {**ws.accuracies(cell.target, eval_names(ws, cell), A, strength), "strength": strength}
+
+
+def cell_keep_sets(ws: Workspace, cell: Cell) -> list[Any]:
+    """The labelled keep sets of the cell's kept sets (kept_sets) that hold train items (Workspace.keep_set)."""
+    return [k for names in kept_sets(ws, cell).values() for n in names if (k := ws.keep_set(n)) is not None]

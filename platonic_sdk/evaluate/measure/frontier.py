@@ -7,8 +7,10 @@ One function computes a frontier point, `point`: over cells, each edited at its 
     drop(s)     per damage set s, the mean over the cells that hold s of (zero-shot - edited) on s;
     worst drop  max over the damage sets of drop(s): the one set that pays, which a mean over the sets hides.
 
-The damage sets are the sets a cell lists under its `damage` fields: "controls" (the designated control
-sets) by default; a second kind of kept set (the bank's other tasks) is one more field.
+The damage sets are the sets a cell lists under its `damage` fields, by default both kinds of kept set
+(cells.kept_sets): "controls" (the designated control sets) and "others" (the bank's other transfer tasks), so that
+the worst drop is the worst over every set the edit must leave alone; damage=("controls",) judges the control sets
+alone, as before issue 33.
 
 A method swept over strengths c_0 < c_1 < ... (studies.strength_sweep) gives one point per strength, all
 cells at that strength; `curve` joins them in strength order. Its gain within a budget b is the largest gain
@@ -25,8 +27,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import attrs
 import numpy as np
 
-BUDGETS = (1.0, 3.0)  # the worst control drops (points) the report and bench_frontier.py summarise at
-DAMAGE = ("controls",)  # the fields of a cell that list its damage sets (the designated control sets)
+BUDGETS = (1.0, 3.0)  # the worst damage set's drops (points) the report and bench_frontier.py summarise at
+DAMAGE = ("controls", "others")  # the fields of a cell that list its damage sets (the control sets, the other transfer tasks)
 
 
 def gain_within(drops: Sequence[float], gains: Sequence[float], budget: float) -> float | None:
@@ -92,7 +94,7 @@ def point(cells: Iterable[Mapping[str, Any]], kind: str, damage: Sequence[str] =
     """The frontier point of `cells` of `kind` (None without a cell).
 
     A cell is a mapping with its `tasks`, the damage sets under each field of `damage` (default: its
-    `controls`), `zero_shot` and `accuracy`: the accuracy (%) of each evaluation set, before and after
+    `controls` and `others`), `zero_shot` and `accuracy`: the accuracy (%) of each evaluation set, before and after
     the edit (`outcome` reads one from a run's cell record)."""
     sign = 1.0 if kind == "addition" else -1.0
     gains, per_task, drops = [], defaultdict(list), defaultdict(list)
@@ -141,7 +143,7 @@ class Curve:
     worst_set: tuple[str | None, ...] = attrs.field(converter=tuple)
 
     def gain_within(self, budget: float) -> float | None:
-        """The best mean gain whose worst control drop is at most `budget` points (gain_within)."""
+        """The best mean gain whose worst damage set's drop is at most `budget` points (gain_within)."""
         return gain_within(self.worst_drop, self.gain, budget)
 
     def point(self, strength: float) -> tuple[float, float] | None:
@@ -162,7 +164,7 @@ def curve(records: Sequence[Mapping[str, Any]], method: str, kind: str, group: s
     result None when it has no record): at each strength, `point` of the cells swept at it.
 
     A record is one cell and method (studies.strength_sweep): its `tasks`, damage sets (`damage`: its
-    `controls`), `zero_shot` accuracy per evaluation set, `strengths` and `accuracy` per set (one value
+    `controls` and `others`), `zero_shot` accuracy per evaluation set, `strengths` and `accuracy` per set (one value
     per strength)."""
     rows = [r for r in records if r["method"] == method and r["kind"] == kind and group in (None, r["group"])]
     if not rows:

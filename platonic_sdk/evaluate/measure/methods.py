@@ -36,7 +36,7 @@ from ...transfer.lora import LoraRouteConfig, fit_lora
 from ..plan.registry import METHODS, CellMethod, MethodFn, method, register_method  # noqa: F401  (re-exported)
 from ..plan.settings import CACHED, CellSettings
 from .alignment import alignment
-from .cells import Cell, cell_solve, eval_names, folded, rule_folded, signed_strength  # noqa: F401  (eval_names: for cell methods)
+from .cells import Cell, cell_solve, eval_names, folded, kept_sets, rule_folded, signed_strength  # noqa: F401  (eval_names: for cell methods)
 from .label_reference import label_reference
 from .merging import chosen_weight_space, merged_weight_space
 from .workspace import Workspace
@@ -54,9 +54,10 @@ def closed_form(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, 
 
 
 def closed_form_at_rule(rule: str) -> CellMethod:
-    """closed_form_strength_<rule>: the closed form at the strength `rule` chooses per cell, whatever the settings' rule."""
+    """closed_form_strength_<rule>: the closed form at the strength `rule` chooses per cell from the other transfer tasks'
+    probes, whatever the settings' rule and keep."""
     def fn(ws: Workspace, cell: Cell, settings: CellSettings) -> dict[str, float]:
-        return closed_form(ws, cell, attrs.evolve(settings, strength_rule=rule))
+        return closed_form(ws, cell, settings.with_rule(rule))
     return CellMethod(f"closed_form_strength_{rule}", fn, f"closed form, strength by rule {rule}")
 
 
@@ -149,7 +150,8 @@ register_method("label_reference", label_reference, "labelled reference (probe l
 
 
 def evaluate_cell(ws: Workspace, cell: Cell, settings: CellSettings = CellSettings(), methods: Sequence[str] = CACHED) -> dict[str, Any]:
-    """The cell's record: accuracies of each applicable method on its tasks and the workspace's controls."""
+    """The cell's record: accuracies of each applicable method on its evaluation sets (its tasks, then what it must leave
+    alone, listed under `controls` and `others`: cells.kept_sets), and the strength a method chose where it chose one."""
     started = time.perf_counter()
     results = {}
     for name in methods:
@@ -161,7 +163,7 @@ def evaluate_cell(ws: Workspace, cell: Cell, settings: CellSettings = CellSettin
         "key": cell.key,
         **attrs.asdict(cell),
         "settings": settings.as_dict(),
-        "controls": [c for c in ws.controls if c not in cell.tasks],
+        **kept_sets(ws, cell),
         "finetuned": {task: ws.finetuned_accuracy(cell.target, task) for task in cell.tasks},
         "results": results,
         "seconds": round(time.perf_counter() - started, 4),

@@ -8,7 +8,8 @@ A replicate redraws everything a seed can redraw, with probes held out of the so
 - a world of shipped items (`real`, `real_audio`: its class sets `replicate_probes`): the seed redraws which items
   are train and which test (the world's `resplit`), the probes are a seeded `train_per_class` (default: the world's
   `replicate_probes`, 15 on the real world, 8 on real_audio) of each class's train pool, and every source is
-  fine-tuned anew (the zoo's recipe) on the rest of that pool, so the fine-tunes never saw a probe or a test item.
+  fine-tuned anew (the zoo's recipe) on the rest of that pool, so the fine-tunes never saw a probe or a test item; a
+  task's labelled keep set (Workspace.keep_set: experiments that keep labels) is its whole train pool.
   Its seed 0 is the world as shipped, with the zoo's own fine-tunes (zoo_workspace), as every world's seed 0 is.
 """
 
@@ -68,8 +69,9 @@ def _drawn_replicate(world: str, seed: int, probes_per_class: int, *, families: 
     pairs = [(m, n) for n in names for m in models]
     finetuned = {(m, n): finetune(models[m], rest[n], recipe, progress=False).encoder
                  for m, n in progress_bar(pairs, desc=f"{world} replicate {seed}: fine-tunes off the probes", disable=not progress)}
+    pools = {n: whole.task(n).train for n in made if n in whole.task_names}  # what a user holds to keep a task: its whole train pool
     ws = Workspace(models, made, finetuned, kept, ridge_a=tuned.ridge_a if ridge_a is None else ridge_a,
-                   ridge_b=tuned.ridge_b if ridge_b is None else ridge_b, progress=progress, **options)
+                   ridge_b=tuned.ridge_b if ridge_b is None else ridge_b, keep_splits=pools, progress=progress, **options)
     describe = {
         "world": f"{world}, replicate {seed} ({len(names)} transfer tasks, held-out trio {' + '.join(probed.trio[:2])} -> {probed.trio[2]})",
         "zoo": ", ".join(models), "world_seed": seed, "train_per_class": probes_per_class, "test_per_class": probed.test_per_class,

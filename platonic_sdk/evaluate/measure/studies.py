@@ -19,7 +19,7 @@ from ...errors import PlatonicError
 from ..plan.registry import method
 from ...spaces import DEFAULT_SPACE
 from ..plan.settings import DEFAULT_ANCHOR, DEFAULT_CENTRE, SWEEP_STRENGTHS, CellSettings
-from .cells import Cell, cell_group, eval_names, solve_options
+from .cells import Cell, cell_group, eval_names, kept_sets, solve_options
 from .guarantee import guarantee_items, pooled_summary
 from .workspace import Workspace
 
@@ -28,12 +28,11 @@ def cell_operator(ws: Workspace, cell: Cell, centre: Sequence[str] = DEFAULT_CEN
                   anchor: Sequence[str] = DEFAULT_ANCHOR, space: str = DEFAULT_SPACE) -> tuple[Tensor, list[str]]:
     """The cell's signed closed-form operator (negation: minus the descriptor's; row-centred descriptors
     when the cell's kind is in `centre`, the other attributes' probes anchored when in `anchor`; descriptors
-    in `space`) and its evaluation sets."""
+    in `space`) and the sets the guarantee reads: its tasks and controls."""
     sign = 1.0 if cell.kind == "addition" else -1.0
     A = sign * sum(ws.operator(cell.target, s, t, **solve_options(ws, cell.kind, t, centre, anchor, space))
                    for s, t in zip(cell.sources, cell.tasks))
-    names = list(cell.tasks) + [c for c in ws.controls if c not in cell.tasks]
-    return A, names
+    return A, [*cell.tasks, *kept_sets(ws, cell)["controls"]]
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -46,9 +45,9 @@ def strength_sweep(ws: Workspace, cells: Sequence[Cell], strengths: Sequence[flo
 
     Strength c sets both kinds' strengths of `settings` to c, so a method at c is what it reports at that
     strength (a folded operator: sign * c * A; the LoRA route: its fitted edit scaled by c). A method with a
-    registered `sweep` is fitted once and evaluated at every strength. A record holds the cell's tasks and
-    controls, the zero-shot accuracy of each evaluation set and, per set, its accuracy at each strength:
-    every control set's figure, not only their mean (frontier.py reads the worst set).
+    registered `sweep` is fitted once and evaluated at every strength. A record holds the cell's tasks, its kept sets
+    (`controls` and `others`: cells.kept_sets), the zero-shot accuracy of each evaluation set and, per set, its accuracy
+    at each strength: every kept set's figure, not only their mean (frontier.py reads the worst set).
     """
     records = []
     for cell in cells:
@@ -61,7 +60,7 @@ def strength_sweep(ws: Workspace, cells: Sequence[Cell], strengths: Sequence[flo
                 continue
             records.append({
                 "key": cell.key, "kind": cell.kind, "target": cell.target, "group": cell.group, "method": name,
-                "tasks": list(cell.tasks), "controls": [n for n in names if n not in cell.tasks], "zero_shot": zero,
+                "tasks": list(cell.tasks), **kept_sets(ws, cell), "zero_shot": zero,
                 "strengths": [float(c) for c in strengths], "accuracy": {n: [a[n] for a in accs] for n in names},
             })
     return records
@@ -70,7 +69,7 @@ def strength_sweep(ws: Workspace, cells: Sequence[Cell], strengths: Sequence[flo
 def sweep_method(ws: Workspace, cell: Cell, settings: CellSettings, name: str, strengths: Sequence[float]) -> list[dict[str, float]] | None:
     """Method `name`'s accuracies on the cell at each strength (None where it does not apply to the cell)."""
     m = method(name)
-    at = [attrs.evolve(settings, addition_strength=c, negation_strength=c, strength_rule=None) for c in strengths]  # fixed
+    at = [attrs.evolve(settings.with_rule(None), addition_strength=c, negation_strength=c) for c in strengths]  # fixed
     if m.sweep is not None:
         return m.sweep(ws, cell, settings, [float(c) for c in strengths])
     first = m.fn(ws, cell, at[0]) if at else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import warnings
 from typing import Any, Callable, Literal, Mapping, Sequence, TypeVar
 
 import attrs
@@ -19,6 +20,7 @@ import torch
 from torch import Tensor
 
 from ... import spaces
+from ...data.keep import KeepSet
 from ...descriptor import UTD
 from ...edits.edit import Edit
 from ...encoding.accel import Prepared
@@ -31,7 +33,7 @@ from ...linalg import unit_rows
 from ...protocol.encoder import DualEncoder
 from ...ridge import RIDGE_A, RIDGE_B
 from ...spaces import DEFAULT_SPACE
-from ...tasks import Grid, Task
+from ...tasks import Grid, Split, Task
 from ...transfer.closed_form import GridState, OperatorBank
 from ...worlds import zoo
 from ...worlds.registry import world_spec
@@ -63,7 +65,9 @@ class Workspace:
 
     `finetuned[(family, task)]` is the family's fine-tuned encoder on that task (same text tower and
     preprocessing), or a UTD already computed on this workspace's grid of the task. `controls` name tasks whose
-    test splits measure what edits break; they are never probed.
+    test splits measure what edits break; they are never probed. `keep_splits[task]` holds the labelled items a user
+    would hold of a task to keep it (`keep_set`; default: the task's train split; a replicate of a world of shipped
+    items gives the whole train pool, of which its train split keeps only the probes).
     """
 
     def __init__(
@@ -79,6 +83,7 @@ class Workspace:
         ridge_b: float = RIDGE_B,
         batch_size: int = 64,
         task_vectors: Mapping[tuple[str, str], TaskVector] | None = None,
+        keep_splits: Mapping[str, Split] | None = None,
         progress: bool = False,
     ) -> None:
         if not models:
@@ -89,6 +94,8 @@ class Workspace:
         for family, task in dict(finetuned or {}):
             if family not in models or task not in tasks:
                 raise PlatonicError(f"fine-tune ({family!r}, {task!r}) names an unknown family or task")
+        if stray := [t for t in keep_splits or {} if t not in tasks]:
+            raise PlatonicError(f"keep split(s) of {stray} name no task of the workspace ({', '.join(tasks)})")
         self.models = dict(models)
         self.tasks = dict(tasks)
         self.finetuned = dict(finetuned or {})
@@ -100,6 +107,8 @@ class Workspace:
         self.batch_size = int(batch_size)
         self.progress = progress
         self._task_vectors = dict(task_vectors or {})
+        self._keep_splits = dict(keep_splits or {})
+        self._warned: set[tuple[type, str]] = set()
         self._grids: dict[str, Grid] = {}
         self._inputs: dict[tuple[str, str, str], Prepared] = {}
         self._banks: dict[str, OperatorBank] = {}
@@ -204,11 +213,21 @@ class Workspace:
 
 
     def accuracy(self, family: str, task: str, A: Tensor | None = None, strength: float = 0.0) -> float:
-        """Test accuracy (percent) of the family's model with `strength` A folded (no forward pass)."""
-        return self.eval_set(family, task).accuracy(self.landmarks(family, task), A, strength)
+        """Test accuracy (percent) of the family's model with `strength` A folded (no forward pass; `accuracies`)."""
+        return self.accuracies(family, [task], A, strength)[task]
 
     def accuracies(self, family: str, names: Sequence[str], A: Tensor | None = None, strength: float = 0.0) -> dict[str, float]:
-        return {name: self.accuracy(family, name, A, strength) for name in names}
+        """Test accuracy (percent) of each set of `names` with `strength` A folded. The prediction is argmax_j <z + c A s, g_j>
+        over unit landmarks g_j (normalising the embedding moves no argmax): the unedited logits Z G^T (once per set) plus
+        c S (G A)^T, a product as wide as the set's classes, not as the embedding."""
+        out = {}
+        for name in names:
+            cache, G = self.eval_set(family, name), self.memo(("unit_landmarks", family, name), lambda: unit_rows(self.landmarks(family, name)))
+            logits = self.memo(("logits", family, name), lambda: cache.raw_embeddings @ G.T)
+            if A is not None and strength != 0:
+                logits = logits + strength * (cache.site_inputs @ (G @ A.to(G.dtype)).T)
+            out[name] = accuracy_of(logits.argmax(dim=1), cache.labels)
+        return out
 
     # ------------------------------------------------------------------ source side
     def _finetune(self, family: str, task: str) -> Source:
@@ -251,6 +270,27 @@ class Workspace:
                 self._descriptors[key] = UTD.from_features(unit_rows(state.raw_embeddings), f_ft, state.landmarks, grid, space, scale,
                                                            {"family": family})
         return self._descriptors[key]
+
+    def keep_set(self, task: str) -> KeepSet | None:
+        """The labelled keep set a user would hold of `task` (KeepSet.from_task of its keep split: by default its train
+        split, never a scored test item), once per workspace; None when it holds no train item."""
+        def made() -> KeepSet | None:
+            found = self._task(task)
+            split = self._keep_splits.get(task, found.train)
+            return KeepSet.from_task(attrs.evolve(found, train=split), "train") if len(split) else None
+        return self.memo(("keep_set", task), made)
+
+    def warned_once(self, compute: Callable[[], T]) -> T:
+        """compute(), each distinct warning it gives shown once per workspace: a run's cells would repeat the bank's
+        warnings (a keep set too small to read with labels, nothing to keep) once per cell."""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            value = compute()
+        for w in caught:
+            if (w.category, str(w.message)) not in self._warned:
+                self._warned.add((w.category, str(w.message)))
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return value
 
     def anchor_tasks(self, tasks: Sequence[str]) -> tuple[str, ...]:
         """The transfer tasks that share no class name with any of `tasks` (they read other attributes):

@@ -9,15 +9,16 @@ import attrs
 
 from ...worlds.registry import world_spec
 from .presets import preset
-from .settings import CellSelection, CellSettings, ExperimentConfig
+from .settings import CellSelection, CellSettings, ExperimentConfig, world_fallback
 
 
 def demo_config(world: str, seed: int = 0, *, lora_cells: int | None = None, weight_space_cells: int | None = None,
                 orthoreg_tasks: int = 0, orthoreg_recipe: Mapping[str, Any] | None = None, method: str | None = None,
                 settings: Mapping[str, Any] | None = None) -> ExperimentConfig:
-    """presets/demo.json's experiment on `world` (seed `seed`): the world's held-out trio, its strengths and LoRA-route
-    recipe (its zoo's manifest), under the method preset `method` (None: the default method, CellSettings' own; "paper":
-    CellSettings.preset) with `settings` (CellSettings fields; `lora` updates the world's recipe) on top. `lora_cells`: the LoRA route's cells per kind (None: the preset's; 0: no
+    """presets/demo.json's experiment on `world` (seed `seed`): the world's held-out trio, its strengths, budgets (under
+    keep "labels") and LoRA-route recipe (its zoo's manifest), under the method preset `method` (None: the default
+    method, CellSettings' own; "paper": CellSettings.preset) with `settings` (CellSettings fields; `lora` updates the
+    world's recipe) on top. `lora_cells`: the LoRA route's cells per kind (None: the preset's; 0: no
     LoRA route); `weight_space_cells`: the same-model cells (None: the preset's; 0: none); `orthoreg_tasks` > 0 runs the
     OrthoReg study with `orthoreg_recipe` (None: the zoo's own fine-tuning recipe)."""
     spec = world_spec(world)
@@ -36,10 +37,9 @@ def demo_config(world: str, seed: int = 0, *, lora_cells: int | None = None, wei
         from ...worlds import zoo  # the zoo's manifest: only for the OrthoReg study
 
         orthoreg_recipe = zoo.read_manifest(spec.zoo).get("finetune", {})
-    strengths = {"addition_strength": tuned.addition_strength, "negation_strength": tuned.negation_strength}
     settings = dict(settings or {})
     fixed = preset(method).method if method else {}
-    fields = {**{k: v for k, v in strengths.items() if k not in fixed and k not in settings}, **settings,
+    fields = {**world_fallback(tuned.cell_fields(), {**fixed, **settings}), **settings,
               "lora": {**tuned.lora, **settings.get("lora", {})}, "seed": seed}
     cell_settings = CellSettings.preset(method, **fields) if method else CellSettings(**fields)
     return ExperimentConfig(cells=cells, settings=cell_settings, methods=methods, method_cells=caps,

@@ -11,12 +11,14 @@ import attrs
 
 from ...data.specs import TaskOptions
 from ...errors import PlatonicError
+from ...strength import rule_or_fixed
 from ...worlds.registry import checked_world
 from .presets import preset
 from .registry import method_name
-from .settings import KINDS, CellSettings
+from .settings import BUDGET_SETTINGS, KINDS, CellSettings, default, keep_refusal, world_fallback
 
-METHOD_KEYS = ("addition_strength", "negation_strength", "weight_space_strength", "strength_rule", "space", "centre", "anchor")
+METHOD_KEYS = ("addition_strength", "negation_strength", "weight_space_strength", "strength_rule", "space", "centre", "anchor", "keep",
+               "addition_budget", "negation_budget", "confidence")
 
 Words = Callable[[str], str]  # a setting's key -> the words its user knows it by (the CLI: its flag)
 
@@ -48,8 +50,9 @@ class GridSettings:
     registered `benchmark` on `data_root`, `checkpoints` {family: checkpoint} and the fine-tunes folder
     `finetunes` (default `out`/finetunes; missing ones are made with `recipe`, FinetuneConfig fields).
     The cells: `kinds` x `groups` (at most `max_cells` each), `methods`, `method_cells` {method: cap}; the
-    strengths (a world's by default), `strength_rule`, `centre` / `anchor` (cell kinds), `space` and `lora`
-    (LoraRouteConfig fields) of CellSettings;
+    strengths (a world's by default), `strength_rule`, `centre` / `anchor` (cell kinds), `space`, `keep` ("probes" or
+    "labels"), `addition_budget` / `negation_budget` and `confidence` (with keep "labels"; the budgets by default a
+    world's control limits) and `lora` (LoraRouteConfig fields) of CellSettings;
     the studies: `held_out` (related tasks, then the held-out one; default the world's trio or the
     benchmark's), `sweep_strengths`, `sweep_cells` and `similarity_probes` (0: every cell / probe), `similarity`.
     `preset` names a preset (evaluate.plan.presets: "paper", "default", "demo", or a JSON file): its method settings
@@ -95,6 +98,10 @@ class GridSettings:
     centre: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
     anchor: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
     space: str | None = None
+    keep: str | None = None
+    addition_budget: float | None = None
+    negation_budget: float | None = None
+    confidence: float | None = None
     lora: dict[str, Any] = attrs.field(factory=dict, converter=_mapping)
     sweep_strengths: tuple[float, ...] | None = None
     sweep_cells: int | None = None
@@ -152,18 +159,22 @@ class GridSettings:
         """The CellSettings fields these settings give (None ones left to the preset, the world or the class)."""
         return {k: getattr(self, k) for k in METHOD_KEYS if getattr(self, k) is not None}
 
-    def cell_settings(self, strengths: Mapping[str, float] | None = None, lora: Mapping[str, Any] | None = None,
+    def cell_settings(self, strengths: Mapping[str, float | None] | None = None, lora: Mapping[str, Any] | None = None,
                       say: Words = python_words) -> CellSettings:
         """The CellSettings of these settings: `preset`'s method (default: the default preset), the given settings on top
-        (one the preset fixes is refused), `strengths` (a world's tuned ones) where neither sets them, the LoRA-route
-        recipe `lora` with the settings' own `lora` on top, and the seed."""
+        (one the preset fixes is refused), `strengths` (a world's tuned strengths and budgets: settings.world_fallback)
+        where neither sets them, the LoRA-route recipe `lora` with the settings' own `lora` on top, and the seed."""
         given = self.method_settings()
         method = preset(self.preset).method if self.preset else {}
         clash = [say(k) for k in given if k in method]
         if clash:
             raise PlatonicError(f"preset {self.preset} sets {', '.join(clash)} itself: drop {', '.join(clash)}")
-        fallback = {k: v for k, v in (strengths or {}).items() if k not in method and k not in given}
-        return CellSettings(**{**fallback, **method, **given}, lora={**(lora or {}), **self.lora}, seed=self.seed)
+        fields = {**method, **given}
+        keep = fields.get("keep", default(CellSettings, "keep"))
+        rule = rule_or_fixed(fields.get("strength_rule", default(CellSettings, "strength_rule")))
+        if refused := keep_refusal(keep, rule, [k for k in BUDGET_SETTINGS if k in given], say):  # in the caller's words
+            raise PlatonicError(refused)
+        return CellSettings(**world_fallback(strengths or {}, fields), **fields, lora={**(lora or {}), **self.lora}, seed=self.seed)
 
     def task_options(self) -> TaskOptions:
         return TaskOptions(self.data_root, self.templates, self.test_fraction, self.seed, self.world_seed,

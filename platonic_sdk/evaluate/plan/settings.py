@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import attrs
 
 from ...errors import PlatonicError, check_strength
 from ...spaces import check_space
-from ...strength import rule_or_fixed
+from ...strength import AUTO, DEFAULT_STRENGTH_RULE, rule_or_fixed
 from .presets import preset
 from .registry import family_methods, method
 
@@ -35,11 +35,55 @@ DEFAULT_METHOD = preset("default").method  # the default method's settings, as d
 DEFAULT_CENTRE = tuple(DEFAULT_METHOD["centre"])  # kinds whose descriptors are row-centred by default (docs/method.md: seeds 5-7)
 DEFAULT_ANCHOR = tuple(DEFAULT_METHOD["anchor"])  # kinds whose solves anchor the other attributes' probes by default (docs/method.md)
 KIND_CHOICES = {"none": (), "addition": ("addition",), "negation": ("negation",), "all": KINDS}  # --centre / --anchor values
+# What the strength rule reads of the tasks a cell's edit must leave alone (docs/method.md sec. 18): "probes", the other
+# transfer tasks' unlabelled probe grids; "labels", the labelled train splits of the controls and the other transfer tasks.
+KEEP_CHOICES = ("probes", "labels")
+BUDGET_SETTINGS = ("addition_budget", "negation_budget", "confidence")  # the budget rule's settings: read only with keep "labels"
 
 
 def _cell_kinds(_: Any, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
     if not set(value) <= set(KINDS):
         raise PlatonicError(f"{attribute.name} lists cell kinds ({', '.join(KINDS)}), got {', '.join(map(str, value))}")
+
+
+def _keep(value: Any) -> str:
+    if value not in KEEP_CHOICES:
+        raise PlatonicError(f"keep is {' or '.join(map(repr, KEEP_CHOICES))} (what the strength rule reads of the sets an edit "
+                            f"must leave alone), got {value!r}")
+    return value
+
+
+def keep_refusal(keep: str, rule: str | None, given: Sequence[str], say: Callable[[str], str] = str) -> str | None:
+    """Why settings that keep `keep` under the strength rule `rule` (its own name; None: the fixed strengths) with the
+    budget settings `given` set are refused, a setting named as `say` names it; None where they are not. Labels are read
+    by the default rule alone, as OperatorBank.strength_choice spends a budget under "auto" alone; a budget or confidence
+    is spent on labels alone."""
+    if keep == "labels" and rule != DEFAULT_STRENGTH_RULE:
+        why = "the fixed strengths read no keep set" if rule is None else f"rule {rule} reads no labels"
+        return f"{say('keep')} labels spends a budget through the default strength rule ({AUTO}); {say('strength_rule')}: {why}: drop one"
+    if given and keep != "labels":
+        return f"{', '.join(map(say, given))}: spent on labelled keep sets, which {say('keep')} {keep} does not read; give {say('keep')} labels"
+    return None
+
+
+def _budget(value: Any) -> float | None:
+    """None, or a positive finite number of accuracy points (strength.budget.check_budget's rule, without torch)."""
+    if value is None:
+        return None
+    points = check_strength(value, "a budget")
+    if points <= 0:
+        raise PlatonicError(f"a budget is the accuracy points a kept set may lose, a positive number; got {value!r}")
+    return points
+
+
+def _confidence(value: Any) -> float | None:
+    """None, or a probability strictly between 0.5 and 1 (strength.budget.z_score's rule, without torch)."""
+    if value is None:
+        return None
+    q = check_strength(value, "confidence")
+    if not 0.5 < q < 1.0:
+        raise PlatonicError(f"confidence is a probability between 0.5 and 1 (e.g. 0.84), got {value!r}")
+    return q
 
 
 @attrs.frozen
@@ -55,7 +99,13 @@ class CellSettings:
     closed-form cell methods (closed_form, closed_form_<space>, the oracle and the labelled reference) choose
     each cell's strength from the target, the cell's descriptors and the other transfer tasks' unlabelled probes instead of addition_strength / negation_strength (strength.strength_rule;
     "auto" is recorded as the default rule's name; docs/method.md sec. 17). Every other method keeps the fixed
-    strengths, and the strength sweep fixes each swept one."""
+    strengths, and the strength sweep fixes each swept one. `keep` is what that rule reads of the sets a cell's edit
+    must leave alone: "probes" (the default), the other transfer tasks' unlabelled probe grids; "labels", the labelled
+    train splits of the controls and the other transfer tasks, as a user holds eval sets of their other tasks, on which
+    the default rule spends `addition_budget` / `negation_budget` accuracy points at `confidence` (None: the library's,
+    strength.DEFAULT_BUDGET and DEFAULT_CONFIDENCE; experiments on a world give its control limits) through
+    OperatorBank.strength_choice (docs/method.md sec. 18). Labels need the default rule; the budgets and the confidence
+    need labels."""
 
     addition_strength: float = attrs.field(default=0.5, converter=check_strength)
     negation_strength: float = attrs.field(default=1.0, converter=check_strength)
@@ -66,6 +116,15 @@ class CellSettings:
     anchor: tuple[str, ...] = attrs.field(default=DEFAULT_ANCHOR, converter=tuple, validator=_cell_kinds)
     space: str = attrs.field(default=DEFAULT_METHOD["space"], converter=check_space)
     strength_rule: str | None = attrs.field(default=DEFAULT_METHOD["strength_rule"], converter=rule_or_fixed)
+    keep: str = attrs.field(default=DEFAULT_METHOD["keep"], converter=_keep)
+    addition_budget: float | None = attrs.field(default=None, converter=_budget)
+    negation_budget: float | None = attrs.field(default=None, converter=_budget)
+    confidence: float | None = attrs.field(default=None, converter=_confidence)
+
+    def __attrs_post_init__(self) -> None:
+        refused = keep_refusal(self.keep, self.strength_rule, [k for k in BUDGET_SETTINGS if getattr(self, k) is not None])
+        if refused:
+            raise PlatonicError(refused)
 
     @classmethod
     def preset(cls, name: str, **fields: Any) -> "CellSettings":
@@ -84,6 +143,12 @@ class CellSettings:
         `seed` as in the constructor."""
         return cls.preset("paper", lora=lora or {}, seed=seed)
 
+    def with_rule(self, rule: str | None) -> "CellSettings":
+        """These settings under the strength rule `rule` (None or "fixed": the fixed strengths) reading the other transfer
+        tasks' unlabelled probes (keep "probes", no budget): what the strength sweep folds with (each strength fixed) and
+        closed_form_strength_<rule> (a label-free rule, whatever the settings keep)."""
+        return attrs.evolve(self, strength_rule=rule, keep="probes", **dict.fromkeys(BUDGET_SETTINGS))
+
     def centres(self, kind: str) -> bool:
         """Whether cells of `kind` transfer row-centred descriptors."""
         return kind in self.centre
@@ -95,6 +160,10 @@ class CellSettings:
     def strength_of(self, kind: str) -> float:
         """The closed form's strength on cells of `kind` (addition or negation)."""
         return self.addition_strength if kind == "addition" else self.negation_strength
+
+    def budget_of(self, kind: str) -> float | None:
+        """The accuracy points a kept set may lose on cells of `kind` under keep "labels" (None: the library's)."""
+        return self.addition_budget if kind == "addition" else self.negation_budget
 
     def as_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -170,6 +239,13 @@ class ExperimentConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
+
+
+def world_fallback(world: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The world's tuned CellSettings fields (`world`: its strengths and budgets) that `fields` leaves unset, its
+    budgets only where the settings keep labels (the budgets are spent on labelled keep sets alone)."""
+    labels = fields.get("keep", default(CellSettings, "keep")) == "labels"
+    return {k: v for k, v in world.items() if k not in fields and v is not None and (labels or k not in BUDGET_SETTINGS)}
 
 
 def default(cls: type, name: str) -> Any:

@@ -1,9 +1,11 @@
-"""The markdown of a run's cell results: per kind and group a table of methods (the paper's layout, with each
-method's share of the labelled reference), capped methods against the closed form on their own cells, the
-descriptor similarity, the per-task table and the headline figures, each unit in a column of its own.
+"""The markdown of a run's cell results: per kind and group a table of methods (the paper's layout, each control set's
+accuracy, then the worst other transfer task's drop, with each method's share of the labelled reference), capped
+methods against the closed form on their own cells, the descriptor similarity, the per-task table and the headline
+figures, each unit in a column of its own.
 
 Every heading says which strengths its numbers were folded at: the fixed ones, or, under a strength rule, the
-rule's per cell for the methods that follow it (names.follows_rule) and the fixed ones for the others.
+rule's per cell for the methods that follow it (names.follows_rule: the mean and range of the strengths it chose) and
+the fixed ones for the others.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 from .names import SLOT_NAMES, SLOTS, follows_rule, group_key, method_label, rule_name, strength_str
 from .paper import contradictions, modality
-from .summaries import reference_share
+from .summaries import reference_share, set_drops, worst
 from .text import finite, percent, plural, table
 
 
@@ -38,13 +40,16 @@ def said(summary: Mapping[str, Any], section: str) -> str:
 
 
 def method_strength(name: str, entry: Mapping[str, Any], strength: float, rule: str | None) -> str:
-    """The strength method `name` folded at, in a cell table's strength column: the strength `rule`'s per cell, a mean
-    chosen on validation, the fixed weight-space strength, or the fixed strength of the kind."""
+    """The strength method `name` folded at, in a cell table's strength column: the strength `rule`'s per cell (with their
+    mean and range where the cells recorded them), a mean chosen on validation, the fixed weight-space strength, or the
+    fixed strength of the kind."""
     if name == "zero_shot":
         return "none (unedited)"
+    ruled = rule is not None and follows_rule(name)
     if "strength" in entry:
-        return f"{entry['strength']:.2f} (on validation, mean)"
-    if rule is not None and follows_rule(name):
+        low, high = entry.get("strength_range", (entry["strength"], entry["strength"]))
+        return f"{rule_name(rule) + ', per cell' if ruled else 'on validation'}: mean {entry['strength']:.2f} ({low:.2f} to {high:.2f})"
+    if ruled:
         return f"{rule_name(rule)}, per cell"
     return "weight_space_strength (fixed)" if name.startswith("weight_space") else f"{strength_str(strength)} (fixed)"
 
@@ -54,14 +59,21 @@ def strength_column(entry: Mapping[str, Any], rule: str | None) -> bool:
     return rule is not None or any(isinstance(v, dict) and "strength" in v for v in entry.values())
 
 
+def others_column(entry: Mapping[str, Any]) -> bool:
+    """Whether a cell table gives the worst other transfer task's drop: the cells list other tasks and zero-shot ran."""
+    return "zero_shot" in entry and any(isinstance(v, dict) and v.get("others") for v in entry.values())
+
+
 def _method_rows(entry: dict[str, Any], kind: str, controls: Sequence[str], space: str | None = None, strength: float = 0.5,
                  rule: str | None = None) -> list[list[Any]]:
-    """A cell table's rows, with each method's strength after its name where strength_column says so."""
+    """A cell table's rows, with each method's strength after its name where strength_column says so, and the worst other
+    task's drop and name where others_column says so."""
     names = [m for m in entry if isinstance(entry[m], dict)]
     shares = "label_reference" in names and "zero_shot" in names
-    column = strength_column(entry, rule)
+    column, others = strength_column(entry, rule), others_column(entry)
     return [[method_label(m, space), *([method_strength(m, entry[m], strength, rule)] if column else []), *(entry[m][s] for s in SLOTS[kind]),
              *(entry[m]["controls"].get(c) for c in controls), entry[m]["control"],
+             *(worst(set_drops(entry, m, "others")) or (None, None) if others else ()),
              *([percent(reference_share(entry, m, kind))] if shares else []), entry[m]["cells"]] for m in names]
 
 
@@ -79,11 +91,15 @@ def cells_section(summary: dict[str, Any], kind: str, group: str, strength: floa
     title = "Two-task addition" if kind == "addition" else "Negation"
     shares = {"label_reference", "zero_shot"} <= set(entry)
     moved = "gain on tasks A and B" if kind == "addition" else "removed-task drop"
+    others = others_column(entry)
     return (f"## {title}, {group}, {strength_words(strength, rule)} ({plural(entry['cells'], 'cell')})\n\n"
             + table(["method", *(["strength"] if strength_column(entry, rule) else []), *(SLOT_NAMES[s] for s in SLOTS[kind]), *controls, "control mean",
+                     *(["worst other task's drop (points)", "worst other task"] if others else []),
                      *(["share of labelled reference"] if shares else []), "cells"],
                     _method_rows(entry, kind, controls, space, strength, rule))
             + "\n\nAccuracy in %, mean over the cells."
+            + (" The worst other task: of the transfer tasks a cell does not edit, the one whose accuracy drops most from "
+               "zero-shot (mean over the cells that keep it)." if others else "")
             + (f" Share of labelled reference: each method's {moved} over the labelled reference's (same cells' zero-shot)."
                if shares else ""))
 
@@ -144,6 +160,8 @@ def figure_words(key: str) -> str:
     if rest.startswith("control_drop"):
         where = rest[len("control_drop_"):] or "the mean over the control sets"
         return f"{kind}: zero-shot minus closed form on {where}"
+    if rest.startswith("other_task_drop_"):
+        return f"{kind}: zero-shot minus closed form on the other task {rest[len('other_task_drop_'):]}"
     for part in ("task", "control"):
         if key.endswith(f"_{part}_minus_closed_form"):
             name = key[: -len(f"_{part}_minus_closed_form")]

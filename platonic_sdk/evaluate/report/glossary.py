@@ -14,7 +14,7 @@ from ...strength import DEFAULT_STRENGTH_RULE, STRENGTH_RULES, strength_rule
 
 AUTO = ("auto", f"the default strength rule ({DEFAULT_STRENGTH_RULE}): per cell, the strength that best fits the "
         "descriptor on the task's probes by least squares while the other tasks' probes are held still; it reads the target and "
-        "unlabelled probes, never a label, a control set or a test item (sec. 17). The closed form, the oracle and the labelled "
+        "unlabelled probes, never a label, a control set or a test item (sec. 17), unless the run keeps labels (keep labels). The closed form, the oracle and the labelled "
         "reference follow it; the other methods keep the fixed strengths.")
 # (term, the pattern that shows it is used, its definition)
 TERMS: tuple[tuple[str, str, str], ...] = (
@@ -59,12 +59,19 @@ TERMS: tuple[tuple[str, str, str], ...] = (
      "scaled by the strength (sec. 5)."),
     ("control set", r"\bcontrols?\b|control_", "a data set no edit is about, never probed or fitted: its drop from zero-shot is "
      "what an edit breaks (sec. 8)."),
+    ("other task", r"other tasks?\b", "a transfer task of the run that a cell does not edit (the bank's other tasks): its drop "
+     "from zero-shot is damage too, as a control set's is."),
+    ("kept set", r"kept sets?\b", "a set a cell's edit must leave alone: a control set or another transfer task. Damage is the "
+     "worst kept set's drop; reports show the worst control set and the worst other task each on its own."),
     ("worst control set", r"worst control", "the control set whose mean accuracy drops most: the damage that a mean over the "
      "sets hides."),
+    ("keep labels", r"keep labels|labelled train splits", "the strength rule reads the labelled train splits of the controls and "
+     "the other transfer tasks, as a user holds eval sets of their other tasks, and spends a budget of accuracy points on "
+     "them at a stated confidence (sec. 18); never a scored test item, nor a label of the edited task."),
     ("strength sweep", r"\bsweep|\bswept\b", "every swept cell evaluated again at each of a list of fixed strengths."),
-    ("frontier", r"\bfrontiers?\b", "a method's mean gain (negation: removal) against the worst control set's drop over the "
-     "strength sweep; \"within 1\" and \"within 3\": the best gain whose worst drop stays within 1 or 3 points. A point above a "
-     "method's frontier gains more than any of its fixed strengths for the same damage."),
+    ("frontier", r"\bfrontiers?\b", "a method's mean gain (negation: removal) against the worst kept set's drop (control sets "
+     "and other tasks alike) over the strength sweep; \"within 1\" and \"within 3\": the best gain whose worst drop stays "
+     "within 1 or 3 points. A point above a method's frontier gains more than any of its fixed strengths for the same damage."),
     ("run's point", r"run's (own )?point|run's strengths", "the run's own place on a frontier: the swept cells, each edited at the "
      "strength the run used (the fixed one, or the one its strength rule chose for that cell)."),
     ("held-out transfer", r"[Hh]eld-out", "two related tasks' operators summed and evaluated on a third task whose items and class "

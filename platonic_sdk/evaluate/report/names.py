@@ -5,6 +5,8 @@ One place for the words, so that the summary, the tables, the figures and the gl
 
 from __future__ import annotations
 
+from typing import Iterable
+
 from ...errors import PlatonicError
 from ...strength import DEFAULT_STRENGTH_RULE
 from ..measure.cells import GROUPS
@@ -13,9 +15,19 @@ from ..measure.methods import method
 SLOTS = {"addition": ("task_a", "task_b"), "negation": ("removed",)}
 ORDER = [(kind, group) for kind in SLOTS for group in reversed(GROUPS)]  # cross-family first
 SLOT_NAMES = {"task_a": "task A", "task_b": "task B", "removed": "removed task", "control": "control"}
-# The sets whose drop is damage, by the field of a cell that lists them (frontier.DAMAGE), as the report names
-# them: one column each where damage is shown. Kept sets of another kind (the bank's other tasks) add an entry.
-DAMAGE_WORDS = {"controls": "control set"}
+# The sets whose drop is damage, by the field of a cell that lists them (frontier.DAMAGE, cells.kept_sets), as the
+# report names them: one column each where damage is shown.
+DAMAGE_WORDS = {"controls": "control set", "others": "other task"}
+KEPT = "kept set"  # a set of either kind, where damage is the worst over both
+
+
+def damage_fields(listed: Iterable[str]) -> list[str]:
+    """The damage kinds (DAMAGE_WORDS' fields) among `listed`, the fields a report's cells list, in DAMAGE_WORDS' order:
+    a run made before the other tasks were kept shows its control sets alone."""
+    listed = set(listed)
+    return [f for f in DAMAGE_WORDS if f in listed] or list(DAMAGE_WORDS)[:1]
+
+KEPT_DROP = f"worst {KEPT}'s drop (control sets and other transfer tasks alike)"  # the damage a frontier reads, in words
 # The methods that fold at the strength a strength rule chooses per cell (the settings' strength_rule); every
 # other method keeps the fixed strengths (CellSettings' docstring); closed_form_<space> follow it too.
 RULED = ("closed_form", "oracle", "label_reference")

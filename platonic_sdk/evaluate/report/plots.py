@@ -1,5 +1,5 @@
 """Figures of a run (matplotlib, Agg backend, PNG): similarity heatmap, strength sweeps, frontiers (gain
-against the worst control set's drop, with the run's own point), the normalised two-task scatter, accumulation
+against the worst kept set's drop, control sets and other transfer tasks alike, with the run's own point), the normalised two-task scatter, accumulation
 curves and per-task bars. Each function writes one file and returns its path. A method has one colour in every
 figure (style.colour); `space` is the run's descriptor space, whose colour the closed form takes.
 """
@@ -15,7 +15,7 @@ import numpy as np
 
 from ...atomic import atomic_path
 from ..measure.frontier import BUDGETS
-from .names import chosen_words, strength_str
+from .names import KEPT_DROP, chosen_words, strength_str
 from .style import colour
 
 GROUP_STYLE = {"same-model": ("tab:green", "o"), "same-architecture": ("tab:orange", "s"), "cross-family": ("tab:blue", "^")}
@@ -83,26 +83,28 @@ def similarity_heatmap(result: dict[str, Any], path: str | os.PathLike) -> Path:
 
 def sweep_curves(records: Sequence[dict[str, Any]], path: str | os.PathLike, fixed: dict[str, float] | None = None,
                  method: str = "closed_form", space: str | None = None, rule: str | None = None) -> Path:
-    """`method`'s mean task and control accuracy against the strength (studies.strength_sweep records), one panel
-    per kind (addition, negation), in the method's colour (tasks solid, controls dashed); a dotted line at the
-    run's `fixed` strength of each kind, or, where its strength `rule` chose each cell's, a note that it did."""
+    """`method`'s mean task, control and other-task accuracy against the strength (studies.strength_sweep records), one
+    panel per kind (addition, negation), in the method's colour (tasks solid, controls dashed, other tasks dash-dotted); a
+    dotted line at the run's `fixed` strength of each kind, or, where its strength `rule` chose each cell's, a note that
+    it did."""
     plt = _pyplot()
     records = [r for r in records if r["method"] == method]
     kinds = [k for k in ("addition", "negation") if any(r["kind"] == k for r in records)]
     fig, axes = plt.subplots(1, max(1, len(kinds)), figsize=(5.2 * max(1, len(kinds)), 4), squeeze=False)
     for ax, kind in zip(axes[0], kinds):
-        by_strength: dict[float, list[tuple[float, float]]] = defaultdict(list)
+        by_strength: dict[float, list[tuple[float, float, float]]] = defaultdict(list)
         for r in records:
             if r["kind"] == kind:
                 for i, c in enumerate(r["strengths"]):
-                    by_strength[c].append((np.mean([r["accuracy"][t][i] for t in r["tasks"]]),
-                                           np.mean([r["accuracy"][n][i] for n in r["controls"]]) if r["controls"] else np.nan))
+                    by_strength[c].append(tuple(np.mean([r["accuracy"][n][i] for n in names]) if names else np.nan
+                                                for names in (r["tasks"], r["controls"], r.get("others", ()))))
         strengths = sorted(by_strength)
         task = [np.nanmean([v[0] for v in by_strength[c]]) for c in strengths]
         ax.plot(strengths, task, "o-", color=colour(method, space), label="edited task(s)" if kind == "addition" else "removed task")
-        if any(not np.isnan(v[1]) for c in strengths for v in by_strength[c]):  # a study without control sets draws none
-            ctrl = [np.nanmean([v[1] for v in by_strength[c]]) for c in strengths]
-            ax.plot(strengths, ctrl, "s--", color=colour(method, space), alpha=0.6, label="control sets (mean)")
+        for at, style, label in ((1, "s--", "control sets (mean)"), (2, "d-.", "other tasks (mean)")):
+            if any(not np.isnan(v[at]) for c in strengths for v in by_strength[c]):  # a study without such sets draws none
+                mean_at = [np.nanmean([v[at] for v in by_strength[c]]) for c in strengths]
+                ax.plot(strengths, mean_at, style, color=colour(method, space), alpha=0.6, label=label)
         if fixed and kind in fixed:
             ax.axvline(fixed[kind], color="black", lw=0.8, ls=":", label=f"the run's strength ({strength_str(fixed[kind])})")
         cells = len({r["key"] for r in records if r["kind"] == kind})
@@ -117,7 +119,7 @@ def sweep_curves(records: Sequence[dict[str, Any]], path: str | os.PathLike, fix
 
 def frontier_curves(frontiers: dict[str, dict[str, dict[str, Any]]], path: str | os.PathLike, space: str | None = None) -> Path:
     """Per kind and group (summaries.frontier_summary), one line per method: mean gain (removal) against the worst
-    control set's drop over the sweep, a marker per strength, a star at the run's own point (each cell at the
+    kept set's drop (control sets and other transfer tasks alike) over the sweep, a marker per strength, a star at the run's own point (each cell at the
     strength the run used; summaries.run_point); the budgets of 1 and 3 points dotted. A method has its colour
     (style.colour) in every panel and every report."""
     plt = _pyplot()
@@ -138,7 +140,7 @@ def frontier_curves(frontiers: dict[str, dict[str, dict[str, Any]]], path: str |
         first = next(iter(frontiers[key].values()))
         what = "gain on the tasks" if first["kind"] == "addition" else "removal of the task"
         ax.set_title(f"{first['kind'].capitalize()}, {first['group']}: frontier", fontsize=9)
-        ax.set_xlabel(f"worst control set's drop (points; dotted: the budgets {' and '.join(f'{b:g}' for b in BUDGETS)})")
+        ax.set_xlabel(f"{KEPT_DROP}\n(points; dotted: the budgets {' and '.join(f'{b:g}' for b in BUDGETS)})", fontsize=8)
         ax.set_ylabel(f"mean {what} (points)")
         ax.grid(alpha=0.3)
     handles = {h.get_label(): h for ax in axes[0] for h in ax.get_lines() if not h.get_label().startswith("_")}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ...strength import DEFAULT_BUDGET, DEFAULT_CONFIDENCE
 from .names import METHODS_RULED_WORDS, fixed_words, rule_name
 from .text import plural, table
 
@@ -28,6 +29,12 @@ def value_words(key: str, value: Any, settings: Mapping[str, Any]) -> str:
         fixed = fixed_words(settings.get("addition_strength", 0.5), settings.get("negation_strength", 1.0))
         return (rule_name(value) + (f" ({value})" if rule_name(value) != value else "")
                 + f": {METHODS_RULED_WORDS} at the strength it chose per cell, the other methods {fixed}")
+    if key == "keep":
+        return (f"{value}: the strength rule reads the other transfer tasks' unlabelled probe grids" if value != "labels" else
+                f"{value}: the strength rule spends the budgets on the labelled train splits of the controls and the other transfer tasks")
+    if key in ("addition_budget", "negation_budget", "confidence") and value is None:
+        return ("not read (keep probes)" if settings.get("keep") != "labels"
+                else f"the library's ({DEFAULT_CONFIDENCE:g} confidence)" if key == "confidence" else f"the library's ({DEFAULT_BUDGET:g} points)")
     if key == "similarity_probes" and value is None:
         return "every probe of each grid"
     if isinstance(value, Mapping):

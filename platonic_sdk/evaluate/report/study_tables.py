@@ -11,47 +11,51 @@ from typing import Any, Mapping, Sequence
 
 from ..measure import frontier
 from .cell_tables import figure_link
-from .names import DAMAGE_WORDS, ORDER, SLOTS, chosen_words, method_label, rule_name, strength_str
+from .names import DAMAGE_WORDS, KEPT, ORDER, SLOTS, chosen_words, damage_fields, method_label, rule_name, strength_str
 from .text import mean, plural, table
 
 NO_RULE = " The studies fold at the fixed strengths: the strength rule chooses only the cells' strengths."
 
 
 def sweep_section(records: Sequence[dict[str, Any]], summary: Mapping[str, Any], rule: str | None = None, space: str | None = None) -> str:
-    """The closed form's sweep: per strength and kind the mean accuracy on the tasks, the control sets' mean, and
-    the worst control set's drop (its name: the set a mean over the sets hides)."""
+    """The closed form's sweep: per strength and kind the mean accuracy on the tasks, the control sets' mean, the worst
+    control set's drop and the worst other task's (each with its name: the set a mean over the sets hides)."""
     ours = [r for r in records if r["method"] == "closed_form"]
-    worst = {kind: frontier.curve(ours, "closed_form", kind, None) for kind in SLOTS}
+    fields = damage_fields(f for r in ours for f in DAMAGE_WORDS if r.get(f))
+    worst = {kind: [frontier.curve(ours, "closed_form", kind, None, (field,)) for field in fields] for kind in SLOTS}
     rows = []
     for c in sorted({c for r in ours for c in r["strengths"]}):
         row: list[Any] = [f"{c:g}"]
-        for kind, curve in worst.items():
+        for kind, curves in worst.items():
             sel = [(r, r["strengths"].index(c)) for r in ours if r["kind"] == kind and c in r["strengths"]]
             if not sel:
-                row += [None, None, None]
+                row += [None] * (2 + len(curves))
                 continue
-            i = curve.strengths.index(c)
+            i = curves[0].strengths.index(c)
             row += [mean([mean([r["accuracy"][t][j] for t in r["tasks"]]) for r, j in sel]),
                     mean([mean([r["accuracy"][n][j] for n in r["controls"]]) for r, j in sel]),
-                    f"{curve.worst_drop[i]:.2f} ({curve.worst_set[i]})" if curve.worst_set[i] else None]
+                    *(f"{curve.worst_drop[i]:.2f} ({curve.worst_set[i]})" if curve.worst_set[i] else None for curve in curves)]
         rows.append(row)
-    header = ["strength", "addition: tasks (%)", "addition: controls, mean (%)", "addition: worst control drop (points, set)",
-              "negation: removed task (%)", "negation: controls, mean (%)", "negation: worst control drop (points, set)"]
+    header = ["strength", *(h for kind, task in (("addition", "tasks"), ("negation", "removed task"))
+                            for h in (f"{kind}: {task} (%)", f"{kind}: controls, mean (%)",
+                                      *(f"{kind}: worst {word} drop (points, {word.split()[-1]})" for word in (DAMAGE_WORDS[f] for f in fields))))]
     own = ("" if rule is None else f" The run's own closed form took each cell's strength from {rule_name(rule)}, so it has no one "
            "strength here: its point is on the frontier below.")
     return (f"## Strength sweep ({method_label('closed_form', space)}, every cell at each fixed strength)\n\nMean accuracy over the swept cells; the worst "
-            "control drop is the largest mean drop from zero-shot of one control set, named beside it." + own + "\n\n"
+            "control drop is the largest mean drop from zero-shot of one control set, named beside it; the worst other task "
+            "drop, of one transfer task the cell does not edit." + own + "\n\n"
             + table(header, rows) + figure_link(summary, "sweep"))
 
 
 def frontier_section(summary: Mapping[str, Any]) -> str:
-    """Per kind and group: each swept method's best gain within 1 and 3 points of worst control drop, and the run's
-    own point (each cell at the strength the run used) with its worst damage set; then the figure."""
-    parts = ["## Frontiers: gain against the worst control set's drop",
+    """Per kind and group: each swept method's best gain within 1 and 3 points of worst kept set's drop, and the run's
+    own point (each cell at the strength the run used) with its worst control set and worst other task; then the figure."""
+    parts = [f"## Frontiers: gain against the worst {KEPT}'s drop",
              "Each method that transfers descriptors, swept over the strengths above on the same cells: per strength, the mean "
-             "gain on the cells' tasks over zero-shot (negation: the removed task's drop) against the worst control set's "
-             "drop (the control set that loses most, mean over the cells; not the mean over the sets). \"within 1\" and "
-             "\"within 3\": the best gain whose worst control drop is at most 1 or 3 points, linear between two swept "
+             f"gain on the cells' tasks over zero-shot (negation: the removed task's drop) against the worst {KEPT}'s drop "
+             "(a control set or a transfer task the cell does not edit: the set that loses most, mean over the cells that keep "
+             "it; not the mean over the sets). \"within 1\" and "
+             f"\"within 3\": the best gain whose worst {KEPT}'s drop is at most 1 or 3 points, linear between two swept "
              "strengths (a dash: no swept strength keeps within it). A fixed strength cannot tell a better direction from "
              "a bigger push; the frontier can."
              + (" The LoRA route is fitted once per cell and its edit scaled by each strength, as the run scales it."
@@ -63,15 +67,16 @@ def frontier_section(summary: Mapping[str, Any]) -> str:
     for methods in summary["frontier"].values():
         first = next(iter(methods.values()))
         what = "gain" if first["kind"] == "addition" else "removal"
+        points = [v.get("point") or {"damage": {}} for v in methods.values()]
+        fields = damage_fields(f for p in points for f in p["damage"])
         rows = []
-        for v in methods.values():
-            p = v.get("point") or {"damage": {}}
-            damage = [x for field in DAMAGE_WORDS for x in p["damage"].get(field, (None, None))]
+        for v, p in zip(methods.values(), points):
+            damage = [x for field in fields for x in p["damage"].get(field, (None, None))]
             rows.append([v["label"], v["cells"], v["within"].get("1"), v["within"].get("3"), strengths_of(v.get("point")),
                          p.get("gain"), *damage, p.get("frontier_gain")])
         parts.append(f"### {first['kind'].capitalize()}, {first['group']}\n\n" + table(
             ["method", "cells", f"{what} within 1", f"{what} within 3", "run's strengths", f"run's {what}",
-             *(h for word in DAMAGE_WORDS.values() for h in (f"worst {word}'s drop there", f"worst {word} there")),
+             *(h for word in (DAMAGE_WORDS[f] for f in fields) for h in (f"worst {word}'s drop there", f"worst {word} there")),
              "own frontier there"], rows))
     return "\n\n".join(parts) + figure_link(summary, "frontier")
 

@@ -2,8 +2,10 @@
 
 Every number is a mean over cells of percent accuracies. Per kind and cell group, each method's entry gives
 task A, task B (negation: the removed task), each control set and the control mean (the paper's layout,
-docs/method.md sec. 9). The strength sweep's methods are compared on frontiers (frontier.py): gain against
-the worst control set's drop, with the run's own point on each, at the strengths the run used.
+docs/method.md sec. 9), each other transfer task (over the cells it is not a task of), and the mean and range of
+the strengths a method chose per cell (on validation, or by the run's strength rule). The strength sweep's methods are
+compared on frontiers (frontier.py): gain against the worst kept set's drop (control sets and other tasks alike),
+with the run's own point on each, at the strengths the run used.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from .text import mean
 
 
 def summarise(records: Sequence[dict[str, Any]], kind: str, methods: Sequence[str] | None = None) -> dict[str, Any]:
-    """Mean accuracy over cells of each method on each slot (task_a, task_b or removed), each control and their mean."""
+    """Mean accuracy over cells of each method on each slot (task_a, task_b or removed), each control and their mean, each
+    other transfer task, each kept set's mean drop from zero-shot on the method's own cells ("drops", by DAMAGE field),
+    and the strengths it chose per cell (mean and range) where it chose one on every cell."""
     out: dict[str, Any] = {"cells": len(records)}
     for name in methods or METHODS:
         rows = [r for r in records if name in r["results"]]
@@ -27,9 +31,15 @@ def summarise(records: Sequence[dict[str, Any]], kind: str, methods: Sequence[st
         entry["control"] = mean([mean([r["results"][name][c] for c in r["controls"]]) for r in rows])
         controls = dict.fromkeys(c for r in rows for c in r["controls"])
         entry["controls"] = {c: mean([r["results"][name][c] for r in rows if c in r["controls"]]) for c in controls}
+        others = dict.fromkeys(t for r in rows for t in r.get("others", ()))
+        entry["others"] = {t: mean([r["results"][name][t] for r in rows if t in r.get("others", ())]) for t in others}
+        if all("zero_shot" in r["results"] for r in rows):  # each kept set's drop on this method's own cells (frontier.point)
+            drops = frontier.point([frontier.outcome(r, name) for r in rows], kind).drops
+            entry["drops"] = {field: {s: drops[s] for s in dict.fromkeys(s for r in rows for s in r.get(field, ()))} for field in frontier.DAMAGE}
         entry["cells"] = len(rows)
-        if all("strength" in r["results"][name] for r in rows):  # chosen per cell (on validation)
-            entry["strength"] = mean([r["results"][name]["strength"] for r in rows])
+        if all("strength" in r["results"][name] for r in rows):  # chosen per cell (on validation, or by the strength rule)
+            chosen = [r["results"][name]["strength"] for r in rows]
+            entry["strength"], entry["strength_range"] = mean(chosen), [min(chosen), max(chosen)]
         out[name] = entry
     return out
 
@@ -108,11 +118,26 @@ def checks(summary: dict[str, Any]) -> dict[str, float]:
 
 
 def control_drops(entry: Mapping[str, Any], kind: str) -> dict[str, float]:
-    """Zero-shot minus closed form on the control mean and on each control set (its own figure)."""
+    """Zero-shot minus closed form on the control mean, on each control set and on each other transfer task (its own figure)."""
     zero, ours = entry["zero_shot"], entry["closed_form"]
     out = {f"{kind}_control_drop": zero["control"] - ours["control"]}
-    out.update({f"{kind}_control_drop_{c}": zero["controls"][c] - ours["controls"][c] for c in ours["controls"] if c in zero["controls"]})
+    for field, key in (("controls", "control_drop"), ("others", "other_task_drop")):
+        out.update({f"{kind}_{key}_{s}": drop for s, drop in set_drops(entry, "closed_form", field).items()})
     return out
+
+
+def set_drops(entry: Mapping[str, Any], name: str, field: str) -> dict[str, float]:
+    """Zero-shot minus method `name` on each set of a kind's entry listed under `field` ("controls" or "others"): over
+    the method's own cells (`summarise`'s "drops"), else (a summary without them) between the two methods' means."""
+    if "drops" in entry[name]:
+        return dict(entry[name]["drops"].get(field, {}))
+    zero, ours = entry["zero_shot"].get(field, {}), entry[name].get(field, {})
+    return {s: zero[s] - ours[s] for s in ours if s in zero}
+
+
+def worst(drops: Mapping[str, float]) -> tuple[float, str] | None:
+    """(drop, name) of the set that loses most; None without a set."""
+    return (drops[name := max(drops, key=drops.get)], name) if drops else None
 
 
 def reference_share(entry: Mapping[str, Any], name: str, kind: str) -> float | None:
@@ -149,8 +174,9 @@ def run_point(curve: frontier.Curve, swept: Sequence[dict[str, Any]], cells: Seq
     those cells (`cells`: each at the strength the run used, the fixed one or the one its strength rule chose),
     else, where the method keeps the fixed strength, over the sweep's records (`swept`) at it. None where the
     method follows the run's strength rule but the run has no cell record of it (a sweep knows no rule), or the
-    fixed strength was not swept. With each damage kind's worst set (names.DAMAGE_WORDS) and the gain the curve
-    reaches within the point's worst drop (`frontier_gain`)."""
+    fixed strength was not swept. With each damage kind's worst set (names.DAMAGE_WORDS: the worst control set and the
+    worst other task, each where the cells list one) and the gain the curve reaches within the point's worst drop
+    (`frontier_gain`)."""
     rule = settings.strength_rule if follows_rule(curve.method) else None
     strength = settings.strength_of(curve.kind)
     if cells:
@@ -164,7 +190,7 @@ def run_point(curve: frontier.Curve, swept: Sequence[dict[str, Any]], cells: Seq
         return None
     drop = found.worst_drop
     return {"gain": found.gain, "worst_drop": drop, "worst_set": found.worst_set, "cells": found.cells,
-            "damage": {field: list(found.worst(s for r in outcomes for s in r.get(field, ()))) for field in DAMAGE_WORDS},
+            "damage": {field: list(found.worst(sets)) for field in DAMAGE_WORDS if (sets := {s for r in outcomes for s in r.get(field, ())})},
             "rule": rule, "strength": None if rule else strength, "frontier_gain": curve.gain_within(drop)}
 
 

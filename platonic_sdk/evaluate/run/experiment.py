@@ -54,7 +54,7 @@ class Experiment:
                             settings={**s.method_settings(), "lora": s.lora})
         workspace_options = dict(per_class=s.per_class, grid_seed=s.grid_seed, batch_size=s.batch_size, progress=progress)
         ridges = dict(ridge_a=s.ridge_a, ridge_b=s.ridge_b)
-        strengths: dict[str, float] = {}  # a world's tuned ones; else CellSettings' defaults
+        strengths: dict[str, float | None] = {}  # a world's tuned strengths and budgets; else CellSettings' defaults
         if s.benchmark:
             ws, describe = benchmark_workspace(
                 s.benchmark, s.data_root, finetunes=s.finetunes or Path(s.out) / "finetunes", families=s.families,
@@ -73,7 +73,7 @@ class Experiment:
             spec = world_spec(s.world)
             tuned = spec.settings()
             held, lora, title = spec.make(seed=s.world_seed).trio, dict(tuned.lora), f"grid on the {s.world} world"
-            strengths = {"addition_strength": tuned.addition_strength, "negation_strength": tuned.negation_strength}
+            strengths = tuned.cell_fields()
         held_out = []
         for name in held if s.held_out is None else s.held_out:  # evaluation-only tasks join the workspace (never probed)
             task = ws.tasks.get(name) or load_task(name, s.task_options())
@@ -138,9 +138,9 @@ def _own_workspace(s: GridSettings, options: Mapping[str, Any]) -> Workspace:
 
 @attrs.frozen
 class ModelCount:
-    """What one model of a dry run encodes: `items` in `sets` item sets (its test splits and probe grids),
-    `cached_items` of them in `cached_sets` sets already in the feature cache, and `finetuned_rows` probe rows
-    through its `finetunes` fine-tunes."""
+    """What one model of a dry run encodes: `items` in `sets` item sets (its test splits, probe grids and, where the run
+    keeps labels, the `keep_splits` labelled train splits its strength rule reads), `cached_items` of them in
+    `cached_sets` sets already in the feature cache, and `finetuned_rows` probe rows through its `finetunes` fine-tunes."""
 
     family: str
     items: int
@@ -151,6 +151,7 @@ class ModelCount:
     cached_sets: int
     finetuned_rows: int
     finetunes: int
+    keep_splits: int = 0
 
 
 @attrs.frozen
@@ -177,7 +178,8 @@ class DryRun:
         out += [f"cells: {n} {kind} ({group})" for kind, group, n in self.cells]
         out.append(f"records (cells x method passes): {self.records}; methods: {', '.join(self.methods)}")
         out.append(f"feature cache: {self.cache}" if self.cache is not None else "feature cache: off")
-        out += [f"{m.family}: {m.items} items to encode ({m.test_splits} test splits, {m.probe_grids} probe grids), "
+        out += [f"{m.family}: {m.items} items to encode ({m.test_splits} test splits, {m.probe_grids} probe grids"
+                f"{f', {m.keep_splits} labelled keep splits' if m.keep_splits else ''}), "
                 f"{m.cached_items} of them in the feature cache ({m.cached_sets} of {m.sets} sets); "
                 f"{m.finetuned_rows} fine-tuned probe rows on {m.finetunes} fine-tunes" for m in self.models]
         return out
@@ -191,13 +193,14 @@ def dry_run(experiment: Experiment, store: FeatureStore | None | str = "active",
     used = {*ws.transfer_tasks, *ws.controls, *config.held_out[-1:]}  # the test splits a run encodes: cells and studies evaluate no other
     evaluated = [t for t, task in ws.tasks.items() if len(task.test) and t in used]
     probed = list(ws.transfer_tasks)
+    kept = [k for t in (*ws.controls, *probed) if (k := ws.keep_set(t)) is not None] if config.settings.keep == "labels" else []
     models = []
     for family, model in ws.models.items():
-        sets = [ws.tasks[t].test.items for t in evaluated] + [ws.grid(t).items for t in probed]
+        sets = [ws.tasks[t].test.items for t in evaluated] + [ws.grid(t).items for t in probed] + [k.items for k in kept]
         cached = [len(items) for items in sets if store is not None and store.holds(model, items)]
         sources = [t for t in probed if (family, t) in ws.finetuned]
         models.append(ModelCount(family, sum(map(len, sets)), len(sets), len(evaluated), len(probed), sum(cached), len(cached),
-                                 sum(len(ws.grid(t).items) for t in sources), len(sources)))
+                                 sum(len(ws.grid(t).items) for t in sources), len(sources), len(kept)))
     facts = tuple((k, str(experiment.describe[k])) for k in ("benchmark", "benchmark data", "finetunes", "finetunes to make")
                   if k in experiment.describe)
     return DryRun(title or experiment.title, facts, ws.ridge_a, ws.ridge_b, ws.per_class, ws.grid_seed,

@@ -16,8 +16,9 @@ from typing import Any, Callable, ContextManager, Mapping, Sequence
 from ...encoding import distributed
 from ...errors import PlatonicError
 from ...progress import progress as progress_bar
-from ..measure.cells import Cell, eval_names
+from ..measure.cells import Cell, cell_keep_sets, eval_names
 from ..measure.workspace import Workspace
+from ..plan.settings import CellSettings
 from .runfolder import RunFolder, setting_differences
 
 ROUND = 8  # cells per rank between two gathers: what a killed run loses at most, per rank
@@ -40,10 +41,14 @@ def same_settings(settings: Mapping[str, Any]) -> None:
                                 "start every rank with the same arguments, models and data")
 
 
-def warm(ws: Workspace, cells: Sequence[Cell]) -> None:
+def warm(ws: Workspace, cells: Sequence[Cell], settings: CellSettings | None = None) -> None:
     """Fill every workspace cache the cached cell methods read, in cell order (on every rank, inside
-    `distributed.sharding()`: the encodings are then split over the ranks)."""
+    `distributed.sharding()`: the encodings are then split over the ranks); under `settings` that keep labels, each
+    target's view of the cell's labelled keep sets too (OperatorBank.keep_view)."""
     for cell in cells:
+        if settings is not None and settings.keep == "labels":
+            for keep in cell_keep_sets(ws, cell):
+                ws.bank(cell.target).keep_view(keep)
         for name in eval_names(ws, cell):
             ws.eval_set(cell.target, name)
         for source, task in zip(cell.sources, cell.tasks):

@@ -138,7 +138,7 @@ def _run(ws: Workspace, folder: RunFolder | None, config: ExperimentConfig, desc
             if config.similarity:  # first: it encodes what the cells reuse
                 results["similarity"] = timed("similarity", lambda: recorded_similarity(ws, folder, config.similarity_probes, progress))
             if distributed.rank_and_world()[1] > 1:
-                timed("features", lambda: warm(ws, list(dict.fromkeys(c for key, c, _ in passes if key not in finished))))
+                timed("features", lambda: warm(ws, list(dict.fromkeys(c for key, c, _ in passes if key not in finished)), config.settings))
     done = {r["key"]: r for r in folder.records()} if folder is not None else {}
     resumed = sum(key in finished for key, _, _ in passes)
 
@@ -216,7 +216,7 @@ def run_capped(ws: Workspace, capped: list[Pass], first: list[Pass], evaluate: C
 
     def prepare() -> None:
         for cell in progress_bar(cells, desc="features", disable=not progress):
-            warm(ws, [cell])
+            warm(ws, [cell], settings)
         for _, cell, names in capped:
             if "lora" in names:
                 lora_inputs(ws, cell, settings)
