@@ -101,6 +101,7 @@ def test_the_damage_judged_is_the_protocols_and_the_tables_show_each_kind():
     assert [v.met for v in judge(controls, figures(controls, runs))["image"][LABELS] if v.control_limit] == [True, True]
     assert [v.met for v in judge(every, figures(every, runs))["image"][LABELS] if v.control_limit] == [False, True]
     table = candidates_table(every, figures(every, runs), judge(every, figures(every, runs)))
-    header, _, row = table.splitlines()
+    header, rule, row = table.splitlines()
+    assert header.count("|") == rule.count("|") == row.count("|") == 8  # seven columns
     assert "| worst control set: addition; negation | worst other task: addition; negation |" in header
     assert f"| image | {LABELS} | " in row and "| 1.0 (c); 1.0 (c) | 4.0 (o); 4.0 (o) |" in row

@@ -63,7 +63,7 @@ def candidates_table(protocol: Protocol, table: Figures, verdicts: Verdicts) -> 
     drop (spread; set) as the protocol judges it, the worst control set's and the worst other task's, each on its own, and
     what it breaks there."""
     rows = [f"| world | candidate | addition gain (spread) / worst drop (spread; set) | removal (spread) / worst drop (spread; set) | "
-            f"{' | '.join(f'worst {DAMAGE_WORDS[f]}: addition; negation' for f in DAMAGE)} | breaks |", "|---|---|---|---|" + "---|" * len(DAMAGE)]
+            f"{' | '.join(f'worst {DAMAGE_WORDS[f]}: addition; negation' for f in DAMAGE)} | breaks |", "|---|---|---|---|---|" + "---|" * len(DAMAGE)]
     for w in protocol.worlds:
         for c in protocol.candidates:
             kinds, points = [], [table[w]["candidates"][c.name][k] for k in KINDS]
