@@ -168,3 +168,22 @@ def test_kept_strength_caps_additions_at_the_task_only_fit():
     small = keep_set([100.0] * 20, [0] * 20)  # too few items to read 3 points: held without its labels
     alone = kept_strength(A, task, [small], 3.0, 0.84, lambda A_, t, others: float(len(others)), addition=True)
     assert alone.strength == 1.0 and alone.stopped_by == "held sets" and alone.readings == (None,)
+
+
+def test_flips_from_intervals_equal_an_argmax_at_every_strength():
+    """flips reads each item's interval of strengths where it is right (right_interval); on random keep sets, with tied
+    classes and items the edit cannot move, it counts exactly what an argmax at each strength counts (`predictions`)."""
+    g = torch.Generator().manual_seed(0)
+    for trial in range(60):
+        n, M = int(torch.randint(5, 200, (1,), generator=g)), int(torch.randint(2, 10, (1,), generator=g))
+        S, Z, G = torch.randn(n, 12, generator=g), torch.randn(n, 10, generator=g), torch.randn(M, 10, generator=g)
+        if trial % 3 == 0:
+            G[1] = G[0]  # two classes tie at every strength: the first wins
+        if trial % 4 == 0:
+            S[: n // 2] = 0  # items the edit does not move
+        labels = torch.randint(0, M, (n,), generator=g)
+        view = ProbeGrid(S, Z, G, labels=labels)
+        A = torch.randn(10, 12, generator=g) * float(torch.rand(1, generator=g) * 2)
+        right = predictions(view, A, SEARCH) == labels.reshape(1, -1)
+        down, up = flips(view, A, SEARCH)
+        assert torch.equal(down, (right[:1] & ~right).sum(dim=1)) and torch.equal(up, (~right[:1] & right).sum(dim=1)), trial

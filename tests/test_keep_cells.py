@@ -166,7 +166,7 @@ def test_the_flags_reach_the_cell_settings_and_the_worlds_budgets_fill_the_rest(
         "labels", DEFAULT_STRENGTH_RULE, 2.0, 5.0, 0.8)  # the world's negation budget where none is given
     assert grid_settings(_args("grid", "--out", "run")).cell_settings(world) == CellSettings()  # probes: no budget read
     toml = tmp_path / "run.toml"
-    toml.write_text('[grid]\nkeep_by = "labels"\nnegation-budget = 4\n')  # edit's --keep lists tasks: grid's is keep_by
+    toml.write_text('[grid]\nkeep = "labels"\nnegation-budget = 4\n')
     from_file = grid_settings(cli_parser.apply_config(cli_parser.build_parser(), ["grid", "--config", str(toml), "--out", "run"],
                                                       _args("grid", "--config", str(toml), "--out", "run")))
     assert (from_file.keep, from_file.negation_budget) == ("labels", 4.0)

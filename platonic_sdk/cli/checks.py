@@ -31,7 +31,8 @@ def check(args: argparse.Namespace) -> None:
     check_files(args)
     if args.command == "edit":  # after the files: what they record says which tasks the edit transfers
         _check_keep(args)
-    for spec in (s for key in ("task", "tasks", "controls", "keep") for s in getattr(args, key, None) or ()):
+    keeps = ("keep",) if args.command == "edit" else ()  # edit's --keep names tasks; grid's and demo's say probes or labels
+    for spec in (s for key in ("task", "tasks", "controls", *keeps) for s in getattr(args, key, None) or ()):
         check_task_spec(spec)
 
 

@@ -18,7 +18,7 @@ def demo_settings(args: argparse.Namespace):
     from ..evaluate.plan.grid_settings import GridSettings
 
     return GridSettings(world=args.world, preset=args.preset, families=args.families, space=args.space, strength_rule=args.strength_rule,
-                        keep=args.keep_by, addition_budget=args.addition_budget, negation_budget=args.negation_budget,
+                        keep=args.keep, addition_budget=args.addition_budget, negation_budget=args.negation_budget,
                         confidence=args.confidence, **kind_options(args)).checked(flag)
 
 

@@ -36,7 +36,7 @@ def grid_settings(args: argparse.Namespace):
     return GridSettings(
         **{k: getattr(args, k) for k in SAME}, models=args.models, finetuned=args.finetuned, checkpoints=parse_models(args.model or []),
         recipe=recipe_options(args), templates=args.template, method_cells=dict(parse_method_cells(args.method_cells or [])),
-        lora=lora, similarity=not args.no_similarity, keep=args.keep_by, **kind_options(args),  # --keep (edit's --keep lists tasks)
+        lora=lora, similarity=not args.no_similarity, keep=args.keep, **kind_options(args),
     ).checked(flag)
 
 

@@ -292,7 +292,7 @@ def _strength_rule_option(p: argparse.ArgumentParser) -> None:
 
 def _keep_options(p: argparse.ArgumentParser) -> None:
     """--keep (what the strength rule reads of the sets a cell's edit must leave alone) and the budget it spends with labels."""
-    p.add_argument("--keep", dest="keep_by", choices=KEEP_CHOICES, type=str.lower,  # keep_by: edit's --keep lists tasks
+    p.add_argument("--keep", choices=KEEP_CHOICES, type=str.lower,
                    help="what the strength rule reads of the sets an edit must leave alone: probes, the other transfer tasks' "
                         "unlabelled probes; labels, the labelled train splits of the controls and the other transfer tasks, on "
                         f"which auto spends the budgets (default: {default(CellSettings, 'keep')}; docs/method.md sec. 18)")

@@ -21,6 +21,7 @@ most 1 - q; so with confidence q the drop on each kept set is at most the budget
 
 from __future__ import annotations
 
+import weakref
 from statistics import NormalDist
 from typing import Sequence
 
@@ -37,6 +38,7 @@ STEP = 1 / 64  # the strengths searched: 0, STEP, 2 STEP, ..., SEARCH_END
 SEARCH_END = 4.0
 SEARCH = tuple(k * STEP for k in range(round(SEARCH_END / STEP) + 1))
 _CHUNK = 1 << 22  # logits held at once (strengths x items x classes)
+_UNEDITED: "weakref.WeakKeyDictionary[ProbeGrid, tuple[Tensor, Tensor, Tensor]]" = weakref.WeakKeyDictionary()
 
 
 def z_score(confidence: float) -> float:
@@ -79,13 +81,45 @@ def predictions(view: ProbeGrid, A: Tensor, strengths: Sequence[float]) -> Tenso
     return torch.cat([(a + c[i:i + block, None, None] * b).argmax(dim=2) for i in range(0, len(c), block)])
 
 
+def right_interval(view: ProbeGrid, A: Tensor) -> tuple[Tensor, Tensor]:
+    """(right at 0, right at each c > 0 as a function) per item: the item is right where argmax_j (a_ij + c b_ij) is its
+    label y. Each other class j asks (a_iy - a_ij) + c (b_iy - b_ij) > 0 (>= for j after y: argmax takes the first of
+    tied classes), a half-line in c: from t = -da/db up when db > 0, up to t when db < 0, always or never when db = 0.
+    Their intersection, lo <(=) c <(=) hi, is found once in O(n M) instead of an argmax over M classes at every strength;
+    `at(c)` gives the items right at strengths c (C x n)."""
+    if view not in _UNEDITED:  # the keep set's unedited logits a = Z G^T, read by every edit a rule weighs on it
+        G = unit_rows(view.landmarks.detach().cpu().double())
+        _UNEDITED[view] = (view.site_inputs.detach().cpu().double(), view.raw_embeddings.detach().cpu().double() @ G.T, G)
+    S, a, G = _UNEDITED[view]
+    b = (S @ A.detach().cpu().double().T) @ G.T  # as `predictions` associates it: the same bits, so the same ties
+    y = torch.as_tensor(view.labels, dtype=torch.long).reshape(-1, 1)
+    da, db = a.gather(1, y) - a, b.gather(1, y) - b
+    classes = torch.arange(a.shape[1]).reshape(1, -1)
+    before, after = classes < y, classes > y  # a class before y wins a tie; one after y loses it
+    t = -da / torch.where(db != 0, db, 1.0)
+
+    def bound(which: Tensor, rising: bool) -> Tensor:
+        mask = which & ((db > 0) if rising else (db < 0))
+        return (torch.where(mask, t, -torch.inf).amax(dim=1) if rising else torch.where(mask, t, torch.inf).amin(dim=1)).reshape(1, -1)
+
+    lo_strict, lo, hi_strict, hi = bound(before, True), bound(after, True), bound(before, False), bound(after, False)
+    flat = db == 0
+    feasible = (~(flat & before & (da <= 0)).any(dim=1) & ~(flat & after & (da < 0)).any(dim=1)).reshape(1, -1)
+
+    def at(c: Tensor) -> Tensor:
+        return feasible & (c > lo_strict) & (c >= lo) & (c < hi_strict) & (c <= hi)
+
+    return a.argmax(dim=1) == y.reshape(-1), at
+
+
 def flips(view: ProbeGrid, A: Tensor, strengths: Sequence[float]) -> tuple[Tensor, Tensor]:
-    """(n_down, n_up) per strength (C each): items right unedited and wrong at c, and wrong unedited and right at c."""
+    """(n_down, n_up) per strength (C each): items right unedited and wrong at c, and wrong unedited and right at c
+    (right_interval: exact, one product per keep set whatever the number of strengths)."""
     if view.labels is None:
         raise PlatonicError("a keep set without labels has no accuracy to lose; flips reads labelled keep sets")
-    labels = torch.as_tensor(view.labels, dtype=torch.long).reshape(1, -1)
-    right = predictions(view, A, [0.0, *strengths]) == labels
-    before, after = right[:1], right[1:]
+    before, at = right_interval(view, A)
+    c = torch.as_tensor(strengths, dtype=torch.float64).reshape(-1, 1)
+    after = torch.where(c == 0, before, at(c))
     return (before & ~after).sum(dim=1), (~before & after).sum(dim=1)
 
 
