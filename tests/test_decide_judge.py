@@ -93,6 +93,22 @@ def test_a_frontier_share_scales_the_bound():
     assert names(v, "audio", B) == ["reference"]
 
 
+def test_a_frontier_share_at_the_limit_reads_the_frontier_within_the_worlds_limit():
+    """at "limit": share x the best gain within the world's limit (image addition 3: 5 + 2 x 5/3 = 8.33), whatever the
+    candidate's own drop; at "drop" (the default) the same candidate, at drop 1, is judged against 5 only."""
+    criterion = {"type": "frontier", "method": "closed_form_affinity", "share": 0.7, "kinds": ["addition"], "worlds": ["image"]}
+    table = passing_table()
+    table["image"]["candidates"][A]["addition"] = pt(5.9, 1.0)  # 0.7 x 8.33 = 5.83: met at the limit
+    table["image"]["candidates"][B]["addition"] = pt(5.8, 1.0)  # under 5.83 at the limit; over 0.7 x 5 = 3.5 at its drop
+    at_limit = judge(make_protocol(criteria=[{**criterion, "at": "limit"}]), table)
+    assert names(at_limit, "image", A) == [] and names(at_limit, "image", B) == ["closed_form_affinity"]
+    miss = next(x for x in at_limit["image"][B] if not x.met)
+    assert miss.bound == pytest.approx(0.7 * (5 + 2 * 5 / 3)) and "within the limit 3" in miss.detail
+    assert names(judge(make_protocol(criteria=[criterion]), table), "image", B) == []
+    with pytest.raises(PlatonicError, match="at is one of drop, limit"):
+        make_protocol(criteria=[{**criterion, "at": "ceiling"}])
+
+
 def test_reference_share_reads_tasks_where_the_reference_gains_enough():
     p = make_protocol(criteria=[{"type": "reference_share", "name": "share", "share": 0.8, "floor": 3, "kinds": ["addition"]}])
     table = passing_table()

@@ -76,19 +76,21 @@ def _verdicts(protocol: Protocol, world: str, table: Figures, name: str) -> list
         p, limit = table["candidates"][name][kind], protocol.limits[world][kind]
         out.append(Verdict(world, kind, f"control limit ({limit:g})", True, p["worst_drop"] <= limit, p["worst_drop"], limit,
                            p.get("worst_set") or ""))
-        out += [_criterion(c, world, kind, p, table["frontiers"][kind]) for c in protocol.criteria if c.applies(world, kind)]
+        out += [_criterion(c, world, kind, p, table["frontiers"][kind], limit) for c in protocol.criteria if c.applies(world, kind)]
     return out
 
 
-def _criterion(c: Criterion, world: str, kind: str, p: Mapping[str, Any], frontiers: Mapping[str, Any]) -> Verdict:
+def _criterion(c: Criterion, world: str, kind: str, p: Mapping[str, Any], frontiers: Mapping[str, Any], limit: float) -> Verdict:
     if c.type == "frontier":
         line = frontiers.get(c.method)
         if line is None:
             raise PlatonicError(f"world {world}: no {kind} frontier of {c.method} in the figures")
-        best = gain_within(line["drops"], line["gains"], p["worst_drop"])
+        x = limit if c.at == "limit" else p["worst_drop"]
+        best = gain_within(line["drops"], line["gains"], x)
         bound = None if best is None else c.share * best
         met = bound is None or p["gain"] >= bound - c.tolerance
-        return Verdict(world, kind, c.name, False, met, p["gain"], bound, "" if best is None else f"{best:.1f} at its drop")
+        where = f"within the limit {limit:g}" if c.at == "limit" else "at its drop"
+        return Verdict(world, kind, c.name, False, met, p["gain"], bound, "" if best is None else f"{best:.1f} {where}")
     shares = {t: p["per_task"][t] / g for t, g in p["reference_per_task"].items() if g >= c.floor}
     low = min(shares.values(), default=None)
     detail = ", ".join(f"{t} {s:.0%}" for t, s in sorted(shares.items(), key=lambda ts: ts[1]) if s < c.share)

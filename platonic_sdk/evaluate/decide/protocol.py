@@ -51,6 +51,7 @@ from ..plan.settings import KEEP_CHOICES, KINDS, CellSettings
 REFERENCE = "reference"  # a frontier criterion's method naming the swept labelled reference
 ORDERS = ("controls", "task")  # choice orders: fewest control limits broken first (rounds 2-3), or fewest criteria (round 1)
 CRITERIA = ("frontier", "reference_share")
+FRONTIER_AT = ("drop", "limit")  # where a frontier criterion reads the frontier: the candidate's worst drop, or the world's limit
 CONTROL_DAMAGE = ("controls",)  # a protocol's damage when its file names none: the control sets, as rounds 1-3 judged
 LABELS = "labels"
 
@@ -105,8 +106,10 @@ class Candidate:
 class Criterion:
     """One criterion beyond the control limits, judged per world in `worlds` and kind in `kinds`.
 
-    frontier:        gain >= share * F(worst drop) - tolerance, F the swept `method`'s best gain within that drop
-                     (frontier.gain_within; met where no swept point is that low);
+    frontier:        gain >= share * F(x) - tolerance, F the swept `method`'s best gain within a worst drop of x
+                     (frontier.gain_within; met where no swept point is that low): x the candidate's own worst drop
+                     (`at` "drop", the default: on or above the frontier) or the world's limit (`at` "limit": a share of
+                     the best the method reaches within the limit);
     reference_share: per task, gain >= share * the labelled reference's gain at the candidate's point, on every task
                      where that reference gains `floor` points or more.
     """
@@ -119,6 +122,7 @@ class Criterion:
     tolerance: float = 0.0
     method: str | None = None
     floor: float = 0.0
+    at: str = "drop"
 
     def applies(self, world: str, kind: str) -> bool:
         return world in self.worlds and kind in self.kinds
@@ -241,11 +245,14 @@ def protocol_from(data: Any) -> Protocol:
 
 
 def _criterion(data: Any, protocol: Protocol) -> Criterion:
-    kind = _keys(data, "a criterion", ("type",), ("name", "worlds", "kinds", "share", "tolerance", "method", "floor")).get("type")
+    kind = _keys(data, "a criterion", ("type",), ("name", "worlds", "kinds", "share", "tolerance", "method", "floor", "at")).get("type")
     allowed = {"frontier": ("method",), "reference_share": ("floor",)}.get(kind)
     if allowed is None:
         raise PlatonicError(f"type is one of {', '.join(CRITERIA)}, got {kind!r}")
-    entry = _keys(data, f"a {kind} criterion", ("type", *allowed), ("name", "worlds", "kinds", "share", "tolerance"))
+    optional = ("name", "worlds", "kinds", "share", "tolerance", *(("at",) if kind == "frontier" else ()))
+    entry = _keys(data, f"a {kind} criterion", ("type", *allowed), optional)
+    if entry.get("at", "drop") not in FRONTIER_AT:
+        raise PlatonicError(f"at is one of {', '.join(FRONTIER_AT)}, got {entry['at']!r}")
     worlds = tuple(_list(entry.get("worlds", list(protocol.worlds)), "worlds", str))
     if stray := [w for w in worlds if w not in protocol.worlds]:
         raise PlatonicError(f"worlds: {', '.join(stray)} not among the protocol's worlds ({', '.join(protocol.worlds)})")
@@ -254,7 +261,7 @@ def _criterion(data: Any, protocol: Protocol) -> Criterion:
         raise PlatonicError(f"method {method!r} is not swept; the swept methods are {', '.join(protocol.swept())}")
     return Criterion(kind, str(entry.get("name", method or kind)), worlds, _kinds(entry.get("kinds", list(KINDS)), "kinds"),
                      _number(entry.get("share", 1.0), "share", 0.0), _number(entry.get("tolerance", 0.0), "tolerance", 0.0),
-                     method, _number(entry.get("floor", 0.0), "floor", 0.0))
+                     method, _number(entry.get("floor", 0.0), "floor", 0.0), entry.get("at", "drop"))
 
 
 def _damage(value: Any) -> tuple[str, ...]:
