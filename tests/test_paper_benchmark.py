@@ -249,15 +249,18 @@ def test_paper_image_runs_end_to_end_on_fake_layouts_and_writes_the_paper_table(
     report = (out / "report.md").read_text()
     summary = json.loads((out / "report.json").read_text())
     assert report.startswith("# platonic grid --benchmark paper-image")
-    assert "| method | task A | task B | CIFAR-100 | ImageNet | control mean | share of labelled reference | cells |" in report
-    assert "| method | removed task | CIFAR-100 | ImageNet | control mean | share of labelled reference | cells |" in report
+    # the paper's table: each method's tasks and each control set, the worst other task beside them (docs/method.md sec. 18)
+    assert ("| method | strength | task A | task B | CIFAR-100 | ImageNet | control mean | worst other task's drop (points) | "
+            "worst other task | share of labelled reference | cells |") in report
+    assert ("| method | strength | removed task | CIFAR-100 | ImageNet | control mean | worst other task's drop (points) | "
+            "worst other task | share of labelled reference | cells |") in report
     for kind in ("addition", "negation"):
         entry = summary[kind]
         assert entry["cells"] == 2 and set(entry["zero_shot"]["controls"]) == {"CIFAR-100", "ImageNet"}
         for method in ("zero_shot", "random_utd", "closed_form", "oracle"):
             assert all(0 <= v <= 100 for v in entry[method]["controls"].values())
     pairs = 6 * 5 * 5  # each target, with a source of EuroSAT and one of RESISC45 among the other five families
-    assert f"## Held-out transfer (EuroSAT + RESISC45 -> UCM, never fitted; {pairs} target x source pairs)" in report
+    assert f"## Held-out transfer (EuroSAT + RESISC45 -> UCM, never fitted; {pairs} target x source pairs, " in report
     assert summary["per_task"] and set(summary["per_task"]) <= {t.name for t in benchmark("paper-image").tasks}
     run = json.loads((out / "run.json").read_text())["settings"]
     assert run["controls"] == ["CIFAR-100", "ImageNet"] and len(run["families"]) == 6
@@ -303,7 +306,7 @@ def test_paper_audio_composes_two_tasks_and_reports_the_held_out_third(tmp_path,
             "--sweep-cells", "1", "--sweep-strengths", "0", "0.5", "--no-similarity"]
     assert grid(*argv) == 0, capsys.readouterr().err
     report = (out / "report.md").read_text()
-    assert "## Held-out transfer (ESC-50 + UrbanSound8K -> ESC-50-urban, never fitted; 2 target x source pairs)" in report
+    assert "## Held-out transfer (ESC-50 + UrbanSound8K -> ESC-50-urban, never fitted; 2 target x source pairs, " in report
     summary = json.loads((out / "report.json").read_text())
     assert summary["held_out"]["task"] == "ESC-50-urban" and 0 <= summary["held_out"]["closed_form"] <= 100
     made = sorted(p.relative_to(out / "finetunes").as_posix() for p in (out / "finetunes").rglob("*.safetensors"))
