@@ -18,6 +18,7 @@ from platonic_sdk.spaces import DescriptorSpace, check_space, register_space, sp
 from platonic_sdk.worlds.image import ImageWorld
 
 NAME = "tanh_affinity"
+RULE = "fixed_point_three"  # a plug-in strength rule: a constant 0.3
 
 
 def tanh_affinity(f_pre: torch.Tensor, f_ft: torch.Tensor, g: torch.Tensor, logit_scale: float | None) -> torch.Tensor:
@@ -29,7 +30,17 @@ def tanh_affinity(f_pre: torch.Tensor, f_ft: torch.Tensor, g: torch.Tensor, logi
 
 @pytest.fixture(scope="module", autouse=True)
 def registered():
-    return register_space(DescriptorSpace(NAME, tanh_affinity, needs_logit_scale=True), replace=True)
+    """The plug-in space for this module's tests, gone afterwards with the methods built for it: later tests' default
+    sweeps (which cover every registered space) and other processes' never see it."""
+    from platonic_sdk import spaces, strength
+    from platonic_sdk.evaluate.plan.registry import METHODS
+
+    yield register_space(DescriptorSpace(NAME, tanh_affinity, needs_logit_scale=True), replace=True)
+    spaces._REGISTRY.pop(NAME)
+    strength._REGISTRY.pop(RULE, None)
+    for name in (f"closed_form_{NAME}", f"closed_form_strength_{RULE}"):
+        METHODS.pop(name, None)
+        METHODS.unlisted.discard(name)
 
 
 def _by_hand(pre: ps.DualEncoder, ft: ps.DualEncoder, grid: ps.Grid) -> torch.Tensor:
@@ -136,11 +147,10 @@ def test_plugin_strength_rule_gets_its_comparison_method():
     from platonic_sdk.evaluate.plan.registry import method
     from platonic_sdk.strength import StrengthRule, register_strength_rule
 
-    register_strength_rule(StrengthRule("fixed_point_three", lambda A, task, others: 0.3, "a constant 0.3", reads_others=False),
-                           replace=True)
+    register_strength_rule(StrengthRule(RULE, lambda A, task, others: 0.3, "a constant 0.3", reads_others=False), replace=True)
     ws = build_workspace()
     cell = addition_cells(ws)[0]
-    at_rule = method("closed_form_strength_fixed_point_three")
-    assert at_rule.label == "closed form, strength by rule fixed_point_three"
+    at_rule = method(f"closed_form_strength_{RULE}")
+    assert at_rule.label == f"closed form, strength by rule {RULE}"
     fixed = CellSettings(strength_rule="fixed", addition_strength=0.3)
     assert at_rule.fn(ws, cell, CellSettings()) == {**closed_form(ws, cell, fixed), "strength": 0.3}  # the record says what the rule chose
