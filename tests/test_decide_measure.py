@@ -75,7 +75,7 @@ def test_a_rules_estimated_strength_is_the_one_the_cell_methods_fold_at(ws, cell
     (strength,) = rule_strengths(ws, cell, protocol, "blend", [rule]).values()
     edit = cell_edit(ws, cell, protocol, "blend")
     assert edit.sign == -1.0 and edit.centre and strength > 0
-    by_rule = closed_form(ws, cell, CellSettings(space="blend", strength_rule=rule, anchor=()))
+    by_rule = closed_form(ws, cell, CellSettings(space="blend", strength_rule=rule, anchor=(), keep="probes"))
     assert {**ws.accuracies(cell.target, eval_names(ws, cell), edit.operator, strength), "strength": strength} == pytest.approx(by_rule, abs=1e-9)
 
 

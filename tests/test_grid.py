@@ -22,7 +22,7 @@ from platonic_sdk.evaluate.measure.cells import CellSettings, addition_cells, ne
 from platonic_sdk.evaluate.measure.methods import evaluate_cell
 from platonic_sdk.evaluate.report.render import summarise
 from platonic_sdk.evaluate.run.runner import run_experiment
-from platonic_sdk.evaluate.plan.settings import ExperimentConfig
+from platonic_sdk.evaluate.plan.settings import CellSettings, ExperimentConfig
 from platonic_sdk.finetune import TaskVector
 
 
@@ -183,7 +183,8 @@ def test_no_item_is_encoded_twice_by_one_model(models, tasks, tmp_path, monkeypa
             return _orig(self, items)
 
         monkeypatch.setattr(cls, "preprocess", counting)
-    cells_only = ExperimentConfig(sweep_cells=1, accumulation=False, guarantee=False, similarity=False)
+    cells_only = ExperimentConfig(sweep_cells=1, accumulation=False, guarantee=False, similarity=False,
+                                  settings=CellSettings(keep="probes"))  # no keep split to encode: the count below is by hand
     with caching(tmp_path / "cache"):  # a fresh feature store: nothing read from earlier tests
         run_experiment(ws3, tmp_path / "run", cells_only)
     probes = sum(ws3.grid(t).shape[0] for t in TASKS)

@@ -142,7 +142,7 @@ def test_the_banks_warnings_come_once_each(ws):
     (dict(keep="labels", strength_rule="fixed"), "keep labels spends a budget through the default strength rule (auto); "
                                                  "strength_rule: the fixed strengths read no keep set"),
     (dict(keep="labels", strength_rule="prediction_share"), "strength_rule: rule prediction_share reads no labels"),
-    (dict(addition_budget=2.0), "addition_budget: spent on labelled keep sets, which keep probes does not read; give keep labels"),
+    (dict(keep="probes", addition_budget=2.0), "addition_budget: spent on labelled keep sets, which keep probes does not read; give keep labels"),
     (dict(keep="labels", confidence=0.5), "confidence is a probability between 0.5 and 1"),
     (dict(keep="labels", negation_budget=0.0), "a budget is the accuracy points a kept set may lose"),
     (dict(keep="labels", addition_budget=float("nan")), "a budget must be a finite number"),
@@ -164,7 +164,9 @@ def test_the_flags_reach_the_cell_settings_and_the_worlds_budgets_fill_the_rest(
     cells = given.cell_settings(world)
     assert (cells.keep, cells.strength_rule, cells.addition_budget, cells.negation_budget, cells.confidence) == (
         "labels", DEFAULT_STRENGTH_RULE, 2.0, 5.0, 0.8)  # the world's negation budget where none is given
-    assert grid_settings(_args("grid", "--out", "run")).cell_settings(world) == CellSettings()  # probes: no budget read
+    # the default keeps labels (round 4 of docs/method.md sec. 15.1) and spends the world's budgets; probes reads none
+    assert grid_settings(_args("grid", "--out", "run")).cell_settings(world) == CellSettings(addition_budget=3.0, negation_budget=5.0)
+    assert grid_settings(_args("grid", "--keep", "probes", "--out", "run")).cell_settings(world) == CellSettings(keep="probes")
     toml = tmp_path / "run.toml"
     toml.write_text('[grid]\nkeep = "labels"\nnegation-budget = 4\n')
     from_file = grid_settings(cli_parser.apply_config(cli_parser.build_parser(), ["grid", "--config", str(toml), "--out", "run"],
@@ -173,7 +175,9 @@ def test_the_flags_reach_the_cell_settings_and_the_worlds_budgets_fill_the_rest(
     for argv in (["grid", "--keep", "labels", "--out", str(tmp_path / "run")], ["demo", "--keep", "labels"]):
         check(_args(*argv))  # the command's checks before any model loads take --keep labels (edit's --keep lists tasks)
     with pytest.raises(PlatonicError, match="^--negation-budget: spent on labelled keep sets, which --keep probes does not read"):
-        grid_settings(_args("grid", "--negation-budget", "4", "--out", "run"))
+        grid_settings(_args("grid", "--keep", "probes", "--negation-budget", "4", "--out", "run"))
+    with pytest.raises(PlatonicError, match="^--negation-budget: spent on labelled keep sets, which --keep probes does not read"):
+        grid_settings(_args("grid", "--strength-rule", "fixed", "--negation-budget", "4", "--out", "run"))  # fixed keeps probes
     with pytest.raises(PlatonicError, match="^--keep labels spends a budget .*--strength-rule: the fixed strengths"):
         grid_settings(_args("grid", "--keep", "labels", "--strength-rule", "fixed", "--out", "run"))
     # the demo: its flags, and the world's budgets from its zoo's manifest
@@ -181,7 +185,8 @@ def test_the_flags_reach_the_cell_settings_and_the_worlds_budgets_fill_the_rest(
     config = demo_config(demo.world, 0, method=demo.preset, settings=demo.method_settings()).settings
     manifest = json.loads((world_spec("audio").zoo / MANIFEST).read_text())["settings"]
     assert (config.keep, config.addition_budget, config.negation_budget) == ("labels", manifest["addition_budget"], 2.5)
-    assert demo_config("audio").settings.addition_budget is None  # probes: the budgets are not read
+    assert demo_config("audio", settings={"keep": "probes"}).settings.addition_budget is None  # probes: the budgets are not read
+    assert demo_config("audio").settings.negation_budget == 3.0  # the default keeps labels: the audio world's limits
     assert GridSettings(keep="labels").cell_settings().addition_budget is None  # no world: the library's, at the bank
 
 

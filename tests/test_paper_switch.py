@@ -62,7 +62,7 @@ def test_paper_on_the_demo_runs_the_preset_with_the_worlds_recipe():
     assert demo_config("image", settings=spaced.method_settings()).settings == attrs.evolve(demo_config("image").settings, space="probability")
     fixed = demo_settings(_args("demo", "--space", "affinity", "--strength-rule", "fixed"))  # the paper's descriptor at the fixed strengths
     assert demo_config("image", settings=fixed.method_settings()).settings == attrs.evolve(
-        demo_config("image").settings, space="affinity", strength_rule=None)
+        demo_config("image").settings, space="affinity", strength_rule=None, keep="probes", addition_budget=None, negation_budget=None)
     assert demo_config("image").settings.strength_rule == DEFAULT_STRENGTH_RULE
 
 

@@ -23,10 +23,11 @@ from platonic_sdk.worlds.zoo import ZOO_DIR
 TASKS = ["amber_shapes", "amber_glyphs", "teal_shapes"]
 MAPPING = {"world": "image", "families": ["clip", "siglip"], "tasks": TASKS, "train_per_class": 4, "test_per_class": 3,
            "per_class": 2, "kinds": ["addition", "negation"], "max_cells": 2, "methods": ["closed_form"],
-           "method_cells": {"closed_form": 1}, "lora": {"epochs": 3}, "sweep_strengths": [0.0, 0.5], "similarity": False}
+           "method_cells": {"closed_form": 1}, "lora": {"epochs": 3}, "sweep_strengths": [0.0, 0.5], "similarity": False,
+           "keep": "probes"}  # the rule reads the other tasks' probes: nothing more to encode (the labels case has a test of its own)
 ARGV = ["grid", "--world", "image", "--batch-size", "64", "--families", "clip", "siglip", *(a for t in TASKS for a in ("--task", t)),
         "--train-per-class", "4", "--test-per-class", "3", "--per-class", "2", "--max-cells", "2", "--methods", "closed_form",
-        "--method-cells", "closed_form=1", "--lora-epochs", "3", "--sweep-strengths", "0", "0.5", "--no-similarity"]
+        "--method-cells", "closed_form=1", "--lora-epochs", "3", "--sweep-strengths", "0", "0.5", "--no-similarity", "--keep", "probes"]
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,10 @@ from typing import Sequence
 
 from ..errors import PlatonicError
 from ..evaluate.plan.presets import preset, preset_names
-from ..evaluate.plan.settings import DEFAULT_METHODS, KEEP_CHOICES, KIND_CHOICES, CellSettings, ExperimentConfig, default
+from ..evaluate.plan.settings import DEFAULT_METHODS, KEEP_CHOICES, KIND_CHOICES, CellSettings, ExperimentConfig, default, default_keep
 from ..ridge import RIDGE_A, RIDGE_B
 from ..spaces import DEFAULT_SPACE, SPACES
-from ..strength import DEFAULT_BUDGET, DEFAULT_CONFIDENCE
+from ..strength import DEFAULT_BUDGET, DEFAULT_CONFIDENCE, DEFAULT_STRENGTH_RULE
 from ..version import __version__
 from ..worlds.registry import world_names
 from . import commands, demo
@@ -295,7 +295,8 @@ def _keep_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep", choices=KEEP_CHOICES, type=str.lower,
                    help="what the strength rule reads of the sets an edit must leave alone: probes, the other transfer tasks' "
                         "unlabelled probes; labels, the labelled train splits of the controls and the other transfer tasks, on "
-                        f"which auto spends the budgets (default: {default(CellSettings, 'keep')}; docs/method.md sec. 18)")
+                        f"which auto spends the budgets (default: {default_keep(DEFAULT_STRENGTH_RULE)} under auto, probes under another rule; "
+                        "docs/method.md sec. 18)")
     for kind in ("addition", "negation"):
         p.add_argument(f"--{kind}-budget", type=positive_float, metavar="POINTS",
                        help=f"--keep labels: accuracy points a kept set may lose on {kind} cells (default: the world's control "

@@ -1,7 +1,7 @@
 """A strength that spends a budget of accuracy points on labelled keep sets (docs/method.md sec. 18).
 
 A labelled keep set is n items with labels y, seen by the target as site inputs S, raw embeddings Z and landmarks G.
-Folded at strength c, the edit predicts argmax_j (a_ij + c b_ij) with a = Z G^T, b = (S A^T) G^T (G unit rows:
+Folded at strength c, the edit predicts argmax_j (a_ij + c b_ij) with a = Z G^T, b = S (A^T G^T) (G unit rows:
 normalising z + c A s moves no argmax), so every strength's predictions are exact without a forward pass. At c,
 n_down items turn from right to wrong and n_up from wrong to right; the drop in points and its one-sided upper bound
 at confidence q (Bonett and Price's adjusted Wald interval for a difference of paired proportions, z = Phi^-1(q)):
@@ -38,7 +38,7 @@ STEP = 1 / 64  # the strengths searched: 0, STEP, 2 STEP, ..., SEARCH_END
 SEARCH_END = 4.0
 SEARCH = tuple(k * STEP for k in range(round(SEARCH_END / STEP) + 1))
 _CHUNK = 1 << 22  # logits held at once (strengths x items x classes)
-_UNEDITED: "weakref.WeakKeyDictionary[ProbeGrid, tuple[Tensor, Tensor, Tensor]]" = weakref.WeakKeyDictionary()
+_UNEDITED: "weakref.WeakKeyDictionary[ProbeGrid, tuple[Tensor, Tensor, Tensor, Tensor]]" = weakref.WeakKeyDictionary()
 
 
 def z_score(confidence: float) -> float:
@@ -71,11 +71,23 @@ def fewest_items(budget: float, confidence: float) -> int:
     return high
 
 
+def logits(view: ProbeGrid, A: Tensor) -> tuple[Tensor, Tensor]:
+    """(a, b), n x M each, float64: the keep set's logits folded at strength c are a + c b, a = Z G^T and b = S (A^T G^T)
+    (G unit rows; associated to cost n q M, not n q d). Classes whose landmarks are the same row get the first one's
+    columns, so that they tie exactly (as they do in exact arithmetic) whatever order the products summed in. `a` is
+    kept per keep set: every edit a rule weighs on it reads the same one."""
+    if view not in _UNEDITED:
+        G = unit_rows(view.landmarks.detach().cpu().double())
+        _, group = torch.unique(G, dim=0, return_inverse=True)  # the first class of each group of equal rows stands for it
+        first = torch.full((int(group.max()) + 1,), len(G)).scatter_reduce(0, group, torch.arange(len(G)), "amin")[group]
+        _UNEDITED[view] = (view.site_inputs.detach().cpu().double(), (view.raw_embeddings.detach().cpu().double() @ G.T)[:, first], G, first)
+    S, a, G, first = _UNEDITED[view]
+    return a, (S @ (A.detach().cpu().double().T @ G.T))[:, first]
+
+
 def predictions(view: ProbeGrid, A: Tensor, strengths: Sequence[float]) -> Tensor:
-    """Predicted class of every item (C x n, long) at each strength: argmax_j (a_ij + c b_ij), exact in float64."""
-    S, Z, G = (m.detach().cpu().double() for m in (view.site_inputs, view.raw_embeddings, view.landmarks))
-    G = unit_rows(G)
-    a, b = Z @ G.T, (S @ A.detach().cpu().double().T) @ G.T
+    """Predicted class of every item (C x n, long) at each strength: argmax_j (a_ij + c b_ij) (`logits`), in float64."""
+    a, b = logits(view, A)
     c = torch.as_tensor(strengths, dtype=torch.float64)
     block = max(1, _CHUNK // max(1, a.numel()))
     return torch.cat([(a + c[i:i + block, None, None] * b).argmax(dim=2) for i in range(0, len(c), block)])
@@ -87,11 +99,7 @@ def right_interval(view: ProbeGrid, A: Tensor) -> tuple[Tensor, Tensor]:
     tied classes), a half-line in c: from t = -da/db up when db > 0, up to t when db < 0, always or never when db = 0.
     Their intersection, lo <(=) c <(=) hi, is found once in O(n M) instead of an argmax over M classes at every strength;
     `at(c)` gives the items right at strengths c (C x n)."""
-    if view not in _UNEDITED:  # the keep set's unedited logits a = Z G^T, read by every edit a rule weighs on it
-        G = unit_rows(view.landmarks.detach().cpu().double())
-        _UNEDITED[view] = (view.site_inputs.detach().cpu().double(), view.raw_embeddings.detach().cpu().double() @ G.T, G)
-    S, a, G = _UNEDITED[view]
-    b = (S @ A.detach().cpu().double().T) @ G.T  # as `predictions` associates it: the same bits, so the same ties
+    a, b = logits(view, A)  # the same bits as `predictions`: the same ties
     y = torch.as_tensor(view.labels, dtype=torch.long).reshape(-1, 1)
     da, db = a.gather(1, y) - a, b.gather(1, y) - b
     classes = torch.arange(a.shape[1]).reshape(1, -1)

@@ -41,10 +41,11 @@ def candidate_settings(protocol: Protocol, candidate: Candidate, world: str | No
     labels = {}
     if candidate.keep == LABELS:
         budgets = {k: v for k, v in world_spec(world).settings().cell_fields().items() if k.endswith("_budget")} if world else {}
-        labels = {"keep": LABELS, "confidence": candidate.confidence, **budgets}
+        labels = {"confidence": candidate.confidence, **budgets}
+    # keep said always: a protocol means what its file says, whatever the library's default keep is
     return CellSettings(addition_strength=protocol.fixed_strengths["addition"], negation_strength=protocol.fixed_strengths["negation"],
                         centre=protocol.centre, anchor=protocol.anchor, space=candidate.space,
-                        strength_rule=None if candidate.rule == FIXED else candidate.rule, **labels)
+                        strength_rule=None if candidate.rule == FIXED else candidate.rule, keep=candidate.keep, **labels)
 
 
 def sweep_settings(protocol: Protocol) -> CellSettings:

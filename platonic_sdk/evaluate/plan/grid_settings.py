@@ -15,7 +15,7 @@ from ...strength import rule_or_fixed
 from ...worlds.registry import checked_world
 from .presets import preset
 from .registry import method_name
-from .settings import BUDGET_SETTINGS, KINDS, CellSettings, default, keep_refusal, world_fallback
+from .settings import BUDGET_SETTINGS, KINDS, CellSettings, default, default_keep, keep_refusal, world_fallback
 
 METHOD_KEYS = ("addition_strength", "negation_strength", "weight_space_strength", "strength_rule", "space", "centre", "anchor", "keep",
                "addition_budget", "negation_budget", "confidence")
@@ -170,8 +170,8 @@ class GridSettings:
         if clash:
             raise PlatonicError(f"preset {self.preset} sets {', '.join(clash)} itself: drop {', '.join(clash)}")
         fields = {**method, **given}
-        keep = fields.get("keep", default(CellSettings, "keep"))
         rule = rule_or_fixed(fields.get("strength_rule", default(CellSettings, "strength_rule")))
+        keep = fields.get("keep", default_keep(rule))
         if refused := keep_refusal(keep, rule, [k for k in BUDGET_SETTINGS if k in given], say):  # in the caller's words
             raise PlatonicError(refused)
         return CellSettings(**world_fallback(strengths or {}, fields), **fields, lora={**(lora or {}), **self.lora}, seed=self.seed)

@@ -116,7 +116,7 @@ class CellSettings:
     anchor: tuple[str, ...] = attrs.field(default=DEFAULT_ANCHOR, converter=tuple, validator=_cell_kinds)
     space: str = attrs.field(default=DEFAULT_METHOD["space"], converter=check_space)
     strength_rule: str | None = attrs.field(default=DEFAULT_METHOD["strength_rule"], converter=rule_or_fixed)
-    keep: str = attrs.field(default=DEFAULT_METHOD["keep"], converter=_keep)
+    keep: str = attrs.field(default=attrs.Factory(lambda self: default_keep(self.strength_rule), takes_self=True), converter=_keep)
     addition_budget: float | None = attrs.field(default=None, converter=_budget)
     negation_budget: float | None = attrs.field(default=None, converter=_budget)
     confidence: float | None = attrs.field(default=None, converter=_confidence)
@@ -241,10 +241,18 @@ class ExperimentConfig:
         return attrs.asdict(self)
 
 
+def default_keep(rule: str | None) -> str:
+    """What a strength rule reads of the sets an edit must leave alone when the settings do not say: under the default
+    rule the default method's (presets/default.json: "labels"), under another rule or the fixed strengths "probes"
+    (only the default rule spends a budget on labels)."""
+    return DEFAULT_METHOD["keep"] if rule == DEFAULT_STRENGTH_RULE else "probes"
+
+
 def world_fallback(world: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
     """The world's tuned CellSettings fields (`world`: its strengths and budgets) that `fields` leaves unset, its
     budgets only where the settings keep labels (the budgets are spent on labelled keep sets alone)."""
-    labels = fields.get("keep", default(CellSettings, "keep")) == "labels"
+    rule = rule_or_fixed(fields.get("strength_rule", DEFAULT_METHOD["strength_rule"]))
+    labels = fields.get("keep", default_keep(rule)) == "labels"
     return {k: v for k, v in world.items() if k not in fields and v is not None and (labels or k not in BUDGET_SETTINGS)}
 
 
