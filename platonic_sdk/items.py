@@ -131,6 +131,20 @@ def take(items: Sequence[Any], ids: Sequence[int]) -> Sequence[Any]:
     return [items[int(i)] for i in ids]
 
 
+def identities(items: Sequence[Any]) -> list[int]:
+    """id() of each item, never decoding one: of its reference for `Items` (a subset shares its parent's
+    references), of the item itself otherwise. Equal ids within live sequences name the same item."""
+    if isinstance(items, Items):
+        return [id(r) for r in items.refs]
+    return [id(items[i]) for i in range(len(items))]
+
+
+def unheld(items: Sequence[Any], held: Sequence[Any]) -> list[int]:
+    """Positions of the items of `items` that `held` does not hold (the same objects, `identities`)."""
+    have = set(identities(held))
+    return [i for i, key in enumerate(identities(items)) if key not in have]
+
+
 def join(parts: Sequence[Sequence[Any]]) -> Sequence[Any]:
     """The concatenation of `parts`: references stay references when every part holds them."""
     if parts and all(isinstance(p, Items) for p in parts):

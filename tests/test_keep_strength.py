@@ -13,6 +13,7 @@ import torch
 from grid_zoo import moved
 
 import platonic_sdk as ps
+from platonic_sdk.encoding.features import site_features
 from platonic_sdk.encoding.zeroshot import accuracy
 from platonic_sdk.errors import PlatonicError
 from platonic_sdk.data.keep import KeepSet
@@ -145,3 +146,20 @@ def test_a_keep_set_of_other_items_is_encoded_once(tiny):
     one = KeepSet.from_split("glyphs", Split(items.items[:30], items.labels[:30]), world.task("control_glyphs").classnames)
     again = KeepSet.from_split("glyphs", (list(items.items[:30]), items.labels[:30].tolist()), world.task("control_glyphs").classnames)
     assert bank.keep_view(one) is bank.keep_view(again)
+
+
+def test_a_keep_set_reads_the_probes_it_holds_from_the_grid_and_encodes_only_the_rest(tiny, monkeypatch):
+    world, target, _, grids, _, _ = tiny
+    bank = ps.OperatorBank(target, ridge_a=0.1, ridge_b=0.5)
+    bank.add_grid(grids["amber_shapes"])
+    keep = KeepSet.from_task(world.task("amber_shapes"), "train")  # the train split the grid's probes were drawn from
+    probes = {id(item) for item in grids["amber_shapes"].items}
+    assert 0 < len(probes) < len(keep)
+    seen: list[int] = []
+    preprocess = type(target).preprocess
+    monkeypatch.setattr(type(target), "preprocess", lambda self, items: seen.extend(map(id, items)) or preprocess(self, items))
+    view = bank.keep_view(keep)
+    assert sorted(seen) == sorted(id(item) for item in keep.items if id(item) not in probes)  # each rest item once, no probe
+    S, Z = site_features(target, keep.items)  # the whole set encoded at once, independently
+    torch.testing.assert_close(view.site_inputs, S, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(view.raw_embeddings, Z, rtol=1e-5, atol=1e-5)

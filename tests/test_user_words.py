@@ -258,10 +258,12 @@ def test_grid_dry_run_checks_everything_and_writes_nothing(tmp_path, capsys):
     assert "finetunes to make: 48 of 48 (clip: 8 tasks; " in printed  # 6 families x 8 tasks, none made yet
     assert re.search(r"\ncells: \d+ addition \(cross-family\)\ncells: \d+ negation \(cross-family\)\n", printed)
     mnist = len(loaded.tasks["MNIST"].test)
-    assert re.search(rf"\nclip: \d+ items to encode \(10 test splits, 8 probe grids\), {mnist} of them in the feature cache "
-                     r"\(1 of 18 sets\); \d+ fine-tuned probe rows on 8 fine-tunes\n", printed), printed
+    # the default keeps labels: each task's train split, less the probes its grid holds (here all of it), is encoded too
+    sets = re.search(rf"\nclip: \d+ items to encode \(10 test splits, 8 probe grids, 8 labelled keep splits\), {mnist} of them in "
+                     r"the feature cache \(1 of (\d+) sets\); \d+ fine-tuned probe rows on 8 fine-tunes\n", printed)
+    assert sets and 18 <= int(sets[1]) <= 26, printed
     for family in ("openclip", "metaclip", "siglip", "siglip2", "evaclip"):
-        assert re.search(rf"\n{family}: \d+ items to encode .*, 0 of them in the feature cache \(0 of 18 sets\)", printed)
+        assert re.search(rf"\n{family}: \d+ items to encode .*, 0 of them in the feature cache \(0 of {sets[1]} sets\)", printed)
     assert snapshot(tmp_path) == before and not out.exists()  # no run folder, no fine-tunes, no cache entry
     # a missing dataset is named as in a real run, before any model loads
     for path in sorted((tmp_path / "data" / "eurosat").rglob("*"), reverse=True):

@@ -27,7 +27,7 @@ from ..protocol.encoder import DualEncoder
 
 __all__ = [
     "PREPARED_BYTES", "Prepared", "autocast", "autocasts", "batch_nbytes", "batch_rows", "batches", "cat_batches", "compiled_media",
-    "default_workers", "device_batch_size", "map_tensors", "preprocess_on_host", "release_free_heap",
+    "default_workers", "device_batch_size", "map_tensors", "plain", "preprocess_on_host", "release_free_heap",
 ]
 
 
@@ -274,6 +274,11 @@ class Prepared(abc.Sequence):
 
     def _batch(self, b: int) -> Any:
         return preprocess_on_host(self.owner, [self.items[i] for i in range(b * self.chunk, min((b + 1) * self.chunk, len(self.items)))])
+
+
+def plain(items: Sequence[Any]) -> Sequence[Any]:
+    """The items as a plain sequence: a `Prepared` set's source (references stay references); others as they are."""
+    return items.source if isinstance(items, Prepared) else items
 
 
 def batches(encoder: DualEncoder, items: Sequence[Any], batch_size: int = CPU_BATCH, workers: int | None = None) -> Iterator[Any]:

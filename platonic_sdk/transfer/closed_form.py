@@ -20,7 +20,9 @@ from torch import Tensor
 
 from ..descriptor import UTD, Composition
 from ..edits.edit import OperatorEdit
+from ..encoding.accel import plain
 from ..encoding.features import landmarks, site_features
+from ..items import identities, take
 from ..errors import GridMismatchError, PlatonicError, check_strength
 from ..data.keep import KeepSet
 from ..linalg import AnchoredSolver, RidgeSolver, anchored_solver, edited_embeddings, ridge_solver, unit_rows
@@ -151,13 +153,32 @@ class OperatorBank:
         return ProbeGrid(state.site_inputs, state.raw_embeddings, state.landmarks, target)
 
     def keep_view(self, keep: KeepSet) -> ProbeGrid:
-        """What a strength rule reads of a keep set on the target (encoded once): site inputs, raw embeddings and
-        landmarks of its items and prompts, and its labels (None: unlabelled)."""
+        """What a strength rule reads of a keep set on the target (once per set): site inputs, raw embeddings and
+        landmarks of its items and prompts, and its labels (None: unlabelled). The probes of an added grid among its
+        items are read from the grid's state, not encoded again."""
         if keep.content not in self._keep_views:
-            S, Z = site_features(self.target, keep.items, self.batch_size, self.progress, cache=True)
+            S, Z = self._encoded(keep.items)
             labels = None if keep.labels is None else torch.as_tensor(keep.labels)
             self._keep_views[keep.content] = ProbeGrid(S, Z, landmarks(self.target, keep.prompts), labels=labels)
         return self._keep_views[keep.content]
+
+    def _encoded(self, items: Sequence[Any]) -> tuple[Tensor, Tensor]:
+        """(S, Z) of `items` on the target: an added grid's probes among them (the same item objects, as a task's
+        train split and the grid drawn from it hold) are read from its state; the rest are encoded once."""
+        rows = {key: (state, r) for state in self._grids.values() for r, key in enumerate(identities(plain(state.grid.items)))}
+        found = [rows.get(key) for key in identities(plain(items))]
+        rest = [i for i, f in enumerate(found) if f is None]
+        if len(rest) == len(items):
+            return site_features(self.target, items, self.batch_size, self.progress, cache=True)
+        first = next(f[0] for f in found if f is not None)
+        S = first.site_inputs.new_empty(len(items), first.site_inputs.shape[1])
+        Z = first.raw_embeddings.new_empty(len(items), first.raw_embeddings.shape[1])
+        if rest:
+            S[rest], Z[rest] = site_features(self.target, take(plain(items), rest), self.batch_size, self.progress, cache=True)
+        for i, f in enumerate(found):
+            if f is not None:
+                S[i], Z[i] = f[0].site_inputs[f[1]], f[0].raw_embeddings[f[1]]
+        return S, Z
 
     def _keep_sets(self, composition: Composition, terms: Mapping[str, Any], others: Sequence[Grid] | None,
               keep: Sequence[KeepSet] | None) -> tuple[list[KeepSet], list[ProbeGrid]]:

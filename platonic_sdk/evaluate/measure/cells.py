@@ -174,5 +174,11 @@ def rule_folded(ws: Workspace, cell: Cell, settings: CellSettings, ops: Sequence
 
 
 def cell_keep_sets(ws: Workspace, cell: Cell) -> list[Any]:
-    """The labelled keep sets of the cell's kept sets (kept_sets) that hold train items (Workspace.keep_set)."""
-    return [k for names in kept_sets(ws, cell).values() for n in names if (k := ws.keep_set(n)) is not None]
+    """The labelled keep sets of the cell's kept sets (kept_sets) that hold train items (Workspace.keep_set). The
+    target's grids of the transfer tasks among them are added first: its bank then reads their probes, which the
+    keep sets hold, from the grids' states rather than encoding them again (OperatorBank.keep_view)."""
+    names = [n for names in kept_sets(ws, cell).values() for n in names]
+    for name in names:
+        if name in ws.transfer_tasks:
+            ws.grid_state(cell.target, name)
+    return [k for n in names if (k := ws.keep_set(n)) is not None]

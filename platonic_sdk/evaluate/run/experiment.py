@@ -20,6 +20,7 @@ from ...data.specs import load_task, load_tasks
 from ...descriptor import UTD
 from ...encoding.feature_store import FeatureStore, active_store
 from ...errors import PlatonicError
+from ...items import take, unheld
 from ...registry import load
 from ...worlds.registry import world_spec
 from ..measure.benchmark_workspace import benchmark_workspace
@@ -139,7 +140,7 @@ def _own_workspace(s: GridSettings, options: Mapping[str, Any]) -> Workspace:
 @attrs.frozen
 class ModelCount:
     """What one model of a dry run encodes: `items` in `sets` item sets (its test splits, probe grids and, where the run
-    keeps labels, the `keep_splits` labelled train splits its strength rule reads), `cached_items` of them in
+    keeps labels, the `keep_splits` labelled train splits its strength rule reads, their items outside the probe grids), `cached_items` of them in
     `cached_sets` sets already in the feature cache, and `finetuned_rows` probe rows through its `finetunes` fine-tunes."""
 
     family: str
@@ -193,10 +194,12 @@ def dry_run(experiment: Experiment, store: FeatureStore | None | str = "active",
     used = {*ws.transfer_tasks, *ws.controls, *config.held_out[-1:]}  # the test splits a run encodes: cells and studies evaluate no other
     evaluated = [t for t, task in ws.tasks.items() if len(task.test) and t in used]
     probed = list(ws.transfer_tasks)
-    kept = [k for t in (*ws.controls, *probed) if (k := ws.keep_set(t)) is not None] if config.settings.keep == "labels" else []
+    kept = [(t, k) for t in (*ws.controls, *probed) if (k := ws.keep_set(t)) is not None] if config.settings.keep == "labels" else []
+    # a keep split's probes are read from its grid (OperatorBank.keep_view): the rest of it is encoded
+    rests = [k.items if t not in probed else take(k.items, unheld(k.items, ws.grid(t).items)) for t, k in kept]
     models = []
     for family, model in ws.models.items():
-        sets = [ws.tasks[t].test.items for t in evaluated] + [ws.grid(t).items for t in probed] + [k.items for k in kept]
+        sets = [ws.tasks[t].test.items for t in evaluated] + [ws.grid(t).items for t in probed] + [r for r in rests if len(r)]
         cached = [len(items) for items in sets if store is not None and store.holds(model, items)]
         sources = [t for t in probed if (family, t) in ws.finetuned]
         models.append(ModelCount(family, sum(map(len, sets)), len(sets), len(evaluated), len(probed), sum(cached), len(cached),
