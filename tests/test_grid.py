@@ -18,7 +18,7 @@ import platonic_sdk as ps
 from platonic_sdk.descriptor import UTD
 from platonic_sdk.edits.edit import OperatorEdit
 from platonic_sdk.evaluate import accuracy
-from platonic_sdk.evaluate.measure.cells import CellSettings, addition_cells, negation_cells, relation
+from platonic_sdk.evaluate.measure.cells import addition_cells, negation_cells, relation
 from platonic_sdk.evaluate.measure.methods import evaluate_cell
 from platonic_sdk.evaluate.report.render import summarise
 from platonic_sdk.evaluate.run.runner import run_experiment

@@ -122,7 +122,7 @@ def test_a_later_save_in_the_folder_removes_what_killed_saves_left(tmp_path):
         killed.wait()
         left = {p.name for p in tmp_path.iterdir()}
         assert len(left) == 2 and not (tmp_path / "x.safetensors").exists() and not (tmp_path / "run.json").exists()
-        (stale,) = [n for n in left if n.startswith(f".x.safetensors.") and f".{killed.pid}." in n]
+        (stale,) = [n for n in left if n.startswith(".x.safetensors.") and f".{killed.pid}." in n]
         keep = {f".x.safetensors.elsewhere.{killed.pid}.abc.platonic.tmp",  # another host's
                 f".x.safetensors.{stale.split('.')[3]}.{killed.pid}.abc.tmp", ".notes.tmp", "draft.platonic.tmp"}  # not ours
         for name in keep:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -36,8 +35,8 @@ from ..finetune.weightspace import TaskVector
 from ..io import save_tensors
 from ..registry import load
 from ..encoding.zeroshot import accuracy
-from .real import (ANIMALS, CARD_TEST, CARD_TRAIN, CLIPART_GROUPS, CONTROL_TRAIN, DATA_DIR, FASHION_TEST, FASHION_TRAIN,
-                   FOOD, REAL_ZOO_DIR, SUITS, RealWorld)
+from .real import (CARD_TEST, CARD_TRAIN, CLIPART_GROUPS, CONTROL_TRAIN, DATA_DIR, FASHION_TEST, FASHION_TRAIN,
+                   REAL_ZOO_DIR, SUITS, RealWorld)
 from .seeded import stream_key
 from .registry import world_spec
 from .train_zoo import _save, _update_manifest
