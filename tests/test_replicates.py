@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from platonic_sdk.errors import PlatonicError
-from platonic_sdk.evaluate.measure.replicates import REAL_PROBES_PER_CLASS, _without, replicate_workspace
+from platonic_sdk.evaluate.measure.replicates import _without, replicate_workspace
 from platonic_sdk.evaluate.run.experiment import Experiment
 from platonic_sdk.tasks import item_fingerprint
 from platonic_sdk.worlds.real import FASHION_TEST, FASHION_TRAIN, RealWorld, read_images
@@ -41,14 +41,14 @@ def test_resplit_tasks_keep_train_and_test_apart_and_leave_clip_art_as_shipped()
 
 
 def test_replicate_fine_tunes_hold_out_the_probes():
-    whole, probed = RealWorld(seed=5, resplit=True), RealWorld(seed=5, train_per_class=REAL_PROBES_PER_CLASS, resplit=True)
+    whole, probed = RealWorld(seed=5, resplit=True), RealWorld(seed=5, train_per_class=RealWorld.replicate_probes, resplit=True)
     name = "fashion_tinted"
     probes = _ids(probed.task(name).train)
     rest = _without(whole.task(name), probes)
-    assert len(probes) == REAL_PROBES_PER_CLASS * 10
+    assert len(probes) == RealWorld.replicate_probes * 10
     assert probes <= _ids(whole.task(name).train)  # the probes are a draw of the train pool
     assert not _ids(rest.train) & probes and not _ids(rest.train) & _ids(whole.task(name).test)
-    assert len(rest.train) == (FASHION_TRAIN - REAL_PROBES_PER_CLASS) * 10
+    assert len(rest.train) == (FASHION_TRAIN - RealWorld.replicate_probes) * 10
     assert [int(y) for y in rest.train.labels] == [int(whole.task(name).train.labels[i]) for i, x in
                                                    enumerate(whole.task(name).train.items) if item_fingerprint(x) not in probes]
 
@@ -62,7 +62,7 @@ def test_the_grid_draws_the_real_worlds_replicate_at_its_world_seed():
     replicate = Experiment.from_config({**settings, "world_seed": 24})
     ws = replicate.workspace
     assert replicate.describe["world"].startswith("real, replicate 24") and "15 probes per class" in replicate.describe["replicate"]
-    drawn = RealWorld(seed=24, train_per_class=REAL_PROBES_PER_CLASS, resplit=True)
+    drawn = RealWorld(seed=24, train_per_class=RealWorld.replicate_probes, resplit=True)
     for name in settings["tasks"]:
         assert _ids(ws.tasks[name].test) == _ids(drawn.task(name).test) != _ids(shipped.tasks[name].test)
         assert _ids(ws.tasks[name].train) == _ids(drawn.task(name).train)

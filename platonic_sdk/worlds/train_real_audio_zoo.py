@@ -71,9 +71,9 @@ MEMBERS = (
     AudioMember("voice_pitch", {"kind": "both", "parts": [VOICE, PITCH]}, hidden=96, embed_dim=96, seed=3),
 )
 # the world's settings where its manifest records none yet (a first build): the real world's ridges and LoRA-route
-# recipe, the paper's strengths, the world's controls
+# recipe, the paper's strengths, the world's controls and the real-parts checks' limits as its budgets
 FIRST_SETTINGS = {"ridge_a": 0.1, "ridge_b": 0.5, "lora": {"lr": 0.003, "epochs": 50}, "addition_strength": 0.5,
-                  "negation_strength": 1.0, "controls": list(RealAudioWorld().controls)}
+                  "negation_strength": 1.0, "addition_budget": 3.0, "negation_budget": 5.0, "controls": list(RealAudioWorld().controls)}
 PRETRAIN = dict(steps=1200, batch_size=256, lr=2e-3, weight_decay=1e-4)
 FINETUNE = dict(rank=4, lora_alpha=8.0, epochs=20, lr=5e-3, batch_size=32, weight_decay=0.01, logit_scale=1 / 0.07)
 

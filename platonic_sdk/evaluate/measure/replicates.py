@@ -7,7 +7,7 @@ A replicate redraws everything a seed can redraw, with probes held out of the so
   members and fine-tunes (made on world seed 0, so the probes are out of sample);
 - a world of shipped items (`real`, `real_audio`: its class sets `replicate_probes`): the seed redraws which items
   are train and which test (the world's `resplit`), the probes are a seeded `train_per_class` (default: the world's
-  `replicate_probes`, 15 on the real world, 8 on real_audio) of each class's train pool, and every source is
+  `replicate_probes`, 15 on the real world, 10 on real_audio) of each class's train pool, and every source is
   fine-tuned anew (the zoo's recipe) on the rest of that pool, so the fine-tunes never saw a probe or a test item; a
   task's labelled keep set (Workspace.keep_set: experiments that keep labels) is its whole train pool.
   Its seed 0 is the world as shipped, with the zoo's own fine-tunes (zoo_workspace), as every world's seed 0 is.
@@ -25,8 +25,6 @@ from ...progress import progress as progress_bar
 from ...tasks import Split, Task, item_fingerprint
 from ...worlds.registry import world_spec
 from .workspace import Workspace, zoo_workspace
-
-REAL_PROBES_PER_CLASS = 15  # of the real world's 30 train items per class; the sources fine-tune on the other 15 (RealWorld.replicate_probes)
 
 
 def replicate_workspace(world: str, seed: int, *, families: Sequence[str] | None = None, tasks: Sequence[str] | None = None,
