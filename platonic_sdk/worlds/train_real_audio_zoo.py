@@ -30,18 +30,15 @@ import torch
 
 from ..atomic import write_text
 from ..data.audio import Waveform
-from ..finetune.source import FinetuneConfig, finetune
-from ..finetune.weightspace import TaskVector
 from ..progress import progress as progress_bar
 from ..registry import load
-from ..encoding.zeroshot import accuracy
 from . import real_audio_design as design
 from . import real_audio_sources as src
 from .real_audio import BITS, DATA_DIR, DIGITS, DRUMS, FAMILIES, RATE, REAL_AUDIO_ZOO_DIR, SPEAKERS, RealAudioWorld
 from .registry import world_spec
-from .train_real_zoo import pretrain, probes
+from .train_real_zoo import finetune_member, pretrain
 from .train_zoo import _save, _update_manifest
-from .zoo import MANIFEST, finetune_path
+from .zoo import MANIFEST
 
 TEMPLATES = {
     "notes": ("the sound of {}.", "a note played on {}.", "{} playing a note.", "a recording of {}.", "music played on {}."),
@@ -185,30 +182,7 @@ def build(out: Path, names: Sequence[str], stages: Sequence[str], progress: bool
                 "final_loss": float(np.mean(losses[-50:])), "corpus_size": len(items),
             })
         if "finetune" in stages:
-            _update_manifest(manifest_path, name, {"accuracy": finetune_member(load(FAMILY, str(out / name)).eval(), name, world, out)})
-
-
-def finetune_member(encoder: Any, name: str, world: RealAudioWorld, out: Path) -> dict[str, dict[str, Any]]:
-    """Fine-tune `encoder` on every transfer task (fp16 task vectors under `out`); every task's figures."""
-    record: dict[str, dict[str, Any]] = {}
-    relatives = {}
-    for task_name in world.transfer_tasks:
-        task = world.task(task_name)
-        ft = finetune(encoder, task, FinetuneConfig(**FINETUNE), progress=False)
-        if task_name in world.trio[:2]:
-            relatives[task_name] = ft.encoder
-        half = TaskVector({k: v.half() for k, v in ft.task_vector.deltas.items()}, ft.task_vector.metadata)
-        half.save(finetune_path(out, name, task_name))
-        record[task_name] = {"zero_shot": float(accuracy(encoder, task)), "finetuned": float(accuracy(ft.encoder, task)),
-                             **probes(encoder, task), "probe_site_finetuned": probes(ft.encoder, task)["probe_site"]}
-        print(f"  {name} {task_name:24s} {record[task_name]}", flush=True)
-    for other in [t for t in world.task_names if t not in world.transfer_tasks]:
-        task = world.task(other)
-        record[other] = {"zero_shot": float(accuracy(encoder, task)), **probes(encoder, task)}
-        if other == world.trio[2]:  # what each relative's own fine-tune does to the held-out task
-            record[other]["relatives"] = {t: float(accuracy(e, task)) for t, e in relatives.items()}
-        print(f"  {name} {other:24s} {record[other]}", flush=True)
-    return record
+            _update_manifest(manifest_path, name, {"accuracy": finetune_member(load(FAMILY, str(out / name)).eval(), name, world, out, FINETUNE)})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -321,28 +321,36 @@ def build(out: Path, names: Sequence[str], stages: Sequence[str], progress: bool
                 "final_loss": float(np.mean(losses[-50:])), "corpus_size": len(items),
             })
         if "finetune" in stages:
-            encoder = load("lit", str(out / name)).eval()
-            record: dict[str, dict[str, Any]] = {}
-            relatives = {}
-            for task_name in world.transfer_tasks:
-                task = world.task(task_name)
-                ft = finetune(encoder, task, FinetuneConfig(**FINETUNE), progress=False)
-                if task_name in world.trio[:2]:
-                    relatives[task_name] = ft.encoder
-                half = TaskVector({k: v.half() for k, v in ft.task_vector.deltas.items()}, ft.task_vector.metadata)
-                half.save(finetune_path(out, name, task_name))
-                record[task_name] = {"zero_shot": float(accuracy(encoder, task)), "finetuned": float(accuracy(ft.encoder, task)),
-                                     **probes(encoder, task), "probe_site_finetuned": probes(ft.encoder, task)["probe_site"]}
-                print(f"  {name} {task_name:22s} {record[task_name]}", flush=True)
-            for other in [t for t in world.task_names if t not in world.transfer_tasks]:
-                task = world.task(other)
-                record[other] = {"zero_shot": float(accuracy(encoder, task))}
-                if other not in world.controls:
-                    record[other].update(probes(encoder, task))
-                if other == world.trio[2]:  # what each relative's own fine-tune does to the held-out task
-                    record[other]["relatives"] = {t: float(accuracy(e, task)) for t, e in relatives.items()}
-                print(f"  {name} {other:22s} {record[other]}", flush=True)
+            record = finetune_member(load("lit", str(out / name)).eval(), name, world, out, FINETUNE, probe_controls=False)
             _update_manifest(manifest_path, name, {"accuracy": record})
+
+
+def finetune_member(encoder: Any, name: str, world: Any, out: Path, recipe: Mapping[str, Any], *,
+                    probe_controls: bool = True) -> dict[str, dict[str, Any]]:
+    """Fine-tune `encoder` on every transfer task of `world` with `recipe` (fp16 task vectors under `out`); every task's
+    zero-shot and fine-tuned accuracy, the linear probes' (`probes`; of the controls too where `probe_controls`) and
+    what the trio's two relatives' fine-tunes do to its held-out task."""
+    record: dict[str, dict[str, Any]] = {}
+    relatives = {}
+    for task_name in world.transfer_tasks:
+        task = world.task(task_name)
+        ft = finetune(encoder, task, FinetuneConfig(**recipe), progress=False)
+        if task_name in world.trio[:2]:
+            relatives[task_name] = ft.encoder
+        half = TaskVector({k: v.half() for k, v in ft.task_vector.deltas.items()}, ft.task_vector.metadata)
+        half.save(finetune_path(out, name, task_name))
+        record[task_name] = {"zero_shot": float(accuracy(encoder, task)), "finetuned": float(accuracy(ft.encoder, task)),
+                             **probes(encoder, task), "probe_site_finetuned": probes(ft.encoder, task)["probe_site"]}
+        print(f"  {name} {task_name:24s} {record[task_name]}", flush=True)
+    for other in [t for t in world.task_names if t not in world.transfer_tasks]:
+        task = world.task(other)
+        record[other] = {"zero_shot": float(accuracy(encoder, task))}
+        if probe_controls or other not in world.controls:
+            record[other].update(probes(encoder, task))
+        if other == world.trio[2]:  # what each relative's own fine-tune does to the held-out task
+            record[other]["relatives"] = {t: float(accuracy(e, task)) for t, e in relatives.items()}
+        print(f"  {name} {other:24s} {record[other]}", flush=True)
+    return record
 
 
 def main(argv: Sequence[str] | None = None) -> int:
