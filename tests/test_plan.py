@@ -84,7 +84,8 @@ def test_the_dry_run_counts_what_a_count_by_hand_gives(experiment, tmp_path):
 
 def test_keeping_labels_spends_the_worlds_budgets_and_the_dry_run_counts_the_keep_splits(tmp_path):
     """keep labels: the world's control limits (its zoo manifest's budgets) reach the cell settings, and the dry run
-    counts the controls' and the transfer tasks' train splits, which the rule then encodes."""
+    counts the controls' and the transfer tasks' train splits, which the rule then encodes, less the probes of the
+    transfer tasks' grids (drawn from those splits: the bank reads them from the grids' states)."""
     labels = Experiment.from_config({**MAPPING, "keep": "labels", "negation_budget": 4})
     tuned = world_spec("image").settings()
     settings = labels.config.settings
@@ -95,7 +96,8 @@ def test_keeping_labels_spends_the_worlds_budgets_and_the_dry_run_counts_the_kee
     counted = dry_run(labels, None)
     for before, model in zip(plain.models, counted.models):
         assert model.keep_splits == len(kept) and before.keep_splits == 0
-        assert model.items == before.items + sum(len(world.task(t).train) for t in kept)
+        held = sum(len(labels.workspace.grid(t).items) for t in TASKS)
+        assert 0 < held and model.items == before.items + sum(len(world.task(t).train) for t in kept) - held
     assert f"{len(kept)} labelled keep splits" in counted.lines()[-1]
 
 
