@@ -24,7 +24,7 @@ def main() -> None:
                          labels=torch.randint(0, M, (n,), generator=g))
         A = torch.randn(64, 64, generator=g) * 0.3
         t = time.perf_counter()
-        down, up = flips(view, A, SEARCH)
+        down, up = (f[0] for f in flips([view], A, SEARCH))
         interval = time.perf_counter() - t
         t = time.perf_counter()
         right = predictions(view, A, SEARCH) == view.labels.reshape(1, -1)

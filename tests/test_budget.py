@@ -64,10 +64,15 @@ def test_predictions_are_the_normalised_edited_embeddings_argmax():
 
 
 def test_flips_count_right_to_wrong_and_back():
-    view = keep_set([0.5, 1.0, 2.0, 0.75], [0, 0, 0, 1])
-    down, up = flips(view, A, [0.0, 0.5, 0.6, 1.0, 1.5, 2.5])
-    assert down.tolist() == [0, 0, 1, 1, 2, 3]  # the tie at c = 0.5 keeps class 0
-    assert up.tolist() == [0, 0, 0, 1, 1, 1]
+    view = keep_set([0.5, 1.0, 2.0, 0.75, 2.0], [0, 0, 0, 1, 1])
+    down, up = (f[0] for f in flips([view], A, [0.0, 0.5, 0.6, 1.0, 1.5, 2.0, 2.5]))
+    assert down.tolist() == [0, 0, 1, 1, 2, 2, 3]  # the ties at c = 0.5 and 2.0 keep class 0: right for a 0
+    assert up.tolist() == [0, 0, 0, 1, 1, 1, 2]  # and wrong for a 1 (at 2.0)
+    # landmarks swapped: the items start in class 1 and turn to class 0, whose tie at c = 2.0 it wins
+    swapped = keep_set([2.0, 2.0], [0, 1])
+    swapped = ProbeGrid(swapped.site_inputs, swapped.raw_embeddings, LANDMARKS.flip(0), labels=swapped.labels)
+    down, up = (f[0] for f in flips([swapped], A, [0.0, 1.0, 2.0, 2.5]))
+    assert down.tolist() == [0, 0, 1, 1] and up.tolist() == [0, 0, 1, 1]
 
 
 def test_the_bound_is_bonett_and_prices():
@@ -105,7 +110,7 @@ def test_the_first_crossing_not_the_last_strength_under_the_budget():
     turns, labels = [1.0] * 30 + [1.5] * 40 + [100.0] * 130, [0] * 30 + [1] * 40 + [0] * 130
     view = keep_set(turns, labels)
     assert budget_strength(A, [view], 3.0, 0.84).strength == 1.0
-    bounds = drop_bound(*flips(view, A, SEARCH), len(labels), z_score(0.84))[1]
+    bounds = drop_bound(*(f[0] for f in flips([view], A, SEARCH)), len(labels), z_score(0.84))[1]
     assert bounds[-1] < 3.0  # the last strength reads under the budget again
 
 
@@ -124,7 +129,7 @@ def test_random_keep_sets_against_the_brute_force(seed):
 
 def test_a_set_too_small_to_read_the_budget_stops_at_zero():
     view = keep_set([100.0] * 20, [0] * 20)  # nothing flips, but 20 items cannot show 3 points at 84%
-    assert first_crossing(drop_bound(*flips(view, A, [0.0, 1.0]), 20, z_score(0.84))[1][None], 3.0) == -1
+    assert first_crossing(drop_bound(*flips([view], A, [0.0, 1.0]), 20, z_score(0.84))[1], 3.0) == -1
     assert budget_strength(A, [view], 3.0, 0.84).strength == 0.0
 
 
@@ -137,7 +142,7 @@ def test_bad_input_is_refused():
     with pytest.raises(PlatonicError, match="reads labelled keep sets; none was given"):
         budget_strength(A, [], 3.0, 0.84)
     with pytest.raises(PlatonicError, match="flips reads labelled keep sets"):
-        flips(ProbeGrid(view.site_inputs, view.raw_embeddings, view.landmarks), A, [0.0])
+        flips([ProbeGrid(view.site_inputs, view.raw_embeddings, view.landmarks)], A, [0.0])
 
 
 def task_grid(fit: float) -> ProbeGrid:
@@ -171,9 +176,11 @@ def test_kept_strength_caps_additions_at_the_task_only_fit():
 
 
 def test_flips_from_intervals_equal_an_argmax_at_every_strength():
-    """flips reads each item's interval of strengths where it is right (right_interval); on random keep sets, with tied
-    classes and items the edit cannot move, it counts exactly what an argmax at each strength counts (`predictions`)."""
+    """flips reads each item's range of strengths where it is right (right_range); on random keep sets, with tied
+    classes and items the edit cannot move, it counts exactly what an argmax at each strength counts (`predictions`),
+    for several sets at once as for each alone, and for strengths in any order."""
     g = torch.Generator().manual_seed(0)
+    views: list[ProbeGrid] = []
     for trial in range(60):
         n, M = int(torch.randint(5, 200, (1,), generator=g)), int(torch.randint(2, 10, (1,), generator=g))
         S, Z, G = torch.randn(n, 12, generator=g), torch.randn(n, 10, generator=g), torch.randn(M, 10, generator=g)
@@ -182,8 +189,14 @@ def test_flips_from_intervals_equal_an_argmax_at_every_strength():
         if trial % 4 == 0:
             S[: n // 2] = 0  # items the edit does not move
         labels = torch.randint(0, M, (n,), generator=g)
-        view = ProbeGrid(S, Z, G, labels=labels)
+        views.append(ProbeGrid(S, Z, G, labels=labels))
         A = torch.randn(10, 12, generator=g) * float(torch.rand(1, generator=g) * 2)
-        right = predictions(view, A, SEARCH) == labels.reshape(1, -1)
-        down, up = flips(view, A, SEARCH)
+        right = predictions(views[-1], A, SEARCH) == labels.reshape(1, -1)
+        down, up = (f[0] for f in flips([views[-1]], A, SEARCH))
         assert torch.equal(down, (right[:1] & ~right).sum(dim=1)) and torch.equal(up, (~right[:1] & right).sum(dim=1)), trial
+        # weighed together with the sets before it (other sizes and class counts, stacked and padded), each set's counts stay its own
+        many = flips(views[-4:], A, SEARCH)
+        alone = [flips([view], A, SEARCH) for view in views[-4:]]
+        assert all(torch.equal(many[i], torch.cat([pair[i] for pair in alone])) for i in (0, 1)), trial
+        shuffled = torch.randperm(len(SEARCH), generator=g)  # strengths in any order: each column stays its strength's
+        assert all(torch.equal(f[:, shuffled], m) for f, m in zip(many, flips(views[-4:], A, [SEARCH[i] for i in shuffled]))), trial

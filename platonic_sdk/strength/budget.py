@@ -21,9 +21,10 @@ most 1 - q; so with confidence q the drop on each kept set is at most the budget
 
 from __future__ import annotations
 
+import functools
 import weakref
 from statistics import NormalDist
-from typing import Sequence
+from typing import Callable, Sequence
 
 import attrs
 import torch
@@ -57,6 +58,7 @@ def check_budget(budget: float) -> float:
     return points
 
 
+@functools.lru_cache(maxsize=64)
 def fewest_items(budget: float, confidence: float) -> int:
     """The fewest labelled items n whose bound reads one flipped item (n_down = 1, n_up = 0) within `budget` points."""
     budget, z = check_budget(budget), z_score(confidence)
@@ -76,13 +78,18 @@ def logits(view: ProbeGrid, A: Tensor) -> tuple[Tensor, Tensor]:
     (G unit rows; associated to cost n q M, not n q d). Classes whose landmarks are the same row get the first one's
     columns, so that they tie exactly (as they do in exact arithmetic) whatever order the products summed in. `a` is
     kept per keep set: every edit a rule weighs on it reads the same one."""
+    return _logits(view, A.detach().cpu().double().T)
+
+
+def _logits(view: ProbeGrid, At: Tensor) -> tuple[Tensor, Tensor]:
+    """`logits` from A^T in float64 (converted once per edit, whatever the number of keep sets)."""
     if view not in _UNEDITED:
         G = unit_rows(view.landmarks.detach().cpu().double())
         _, group = torch.unique(G, dim=0, return_inverse=True)  # the first class of each group of equal rows stands for it
         first = torch.full((int(group.max()) + 1,), len(G)).scatter_reduce(0, group, torch.arange(len(G)), "amin")[group]
         _UNEDITED[view] = (view.site_inputs.detach().cpu().double(), (view.raw_embeddings.detach().cpu().double() @ G.T)[:, first], G, first)
     S, a, G, first = _UNEDITED[view]
-    return a, (S @ (A.detach().cpu().double().T @ G.T))[:, first]
+    return a, (S @ (At @ G.T))[:, first]
 
 
 def predictions(view: ProbeGrid, A: Tensor, strengths: Sequence[float]) -> Tensor:
@@ -93,46 +100,63 @@ def predictions(view: ProbeGrid, A: Tensor, strengths: Sequence[float]) -> Tenso
     return torch.cat([(a + c[i:i + block, None, None] * b).argmax(dim=2) for i in range(0, len(c), block)])
 
 
-def right_interval(view: ProbeGrid, A: Tensor) -> tuple[Tensor, Tensor]:
-    """(right at 0, right at each c > 0 as a function) per item: the item is right where argmax_j (a_ij + c b_ij) is its
-    label y. Each other class j asks (a_iy - a_ij) + c (b_iy - b_ij) > 0 (>= for j after y: argmax takes the first of
-    tied classes), a half-line in c: from t = -da/db up when db > 0, up to t when db < 0, always or never when db = 0.
-    Their intersection, lo <(=) c <(=) hi, is found once in O(n M) instead of an argmax over M classes at every strength;
-    `at(c)` gives the items right at strengths c (C x n)."""
-    a, b = logits(view, A)  # the same bits as `predictions`: the same ties
-    y = torch.as_tensor(view.labels, dtype=torch.long).reshape(-1, 1)
+def right_range(views: Sequence[ProbeGrid], A: Tensor, strengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(right at 0, first, stop) per item of the labelled `views`, stacked (N items in all): the item is right at
+    strengths[k] (ascending) for first <= k < stop, right meaning argmax_j (a_ij + c b_ij) is its label y. Each other class
+    j asks (a_iy - a_ij) + c (b_iy - b_ij) > 0 (>= for j after y: argmax takes the first of tied classes), a half-line in
+    c: from t = -da/db up when db > 0, up to t when db < 0, always or never when db = 0. Their intersection, an interval
+    of c, is found once in O(N M), and its ends among the strengths by bisection, instead of an argmax over M classes
+    at every strength. The sets are stacked as one (classes padded to the widest set and masked out)."""
+    At = A.detach().cpu().double().T  # once per edit, whatever the number of sets
+    parts = [_logits(view, At) for view in views]  # the same bits as `predictions`: the same ties
+    width = max(a.shape[1] for a, _ in parts)
+    a = torch.cat([torch.nn.functional.pad(a, (0, width - a.shape[1])) for a, _ in parts])
+    b = torch.cat([torch.nn.functional.pad(b, (0, width - b.shape[1])) for _, b in parts])
+    classes = torch.arange(width).reshape(1, -1)
+    real = classes < torch.cat([torch.full((len(a),), a.shape[1]) for a, _ in parts]).reshape(-1, 1)
+    y = torch.cat([torch.as_tensor(view.labels, dtype=torch.long) for view in views]).reshape(-1, 1)
     da, db = a.gather(1, y) - a, b.gather(1, y) - b
-    classes = torch.arange(a.shape[1]).reshape(1, -1)
-    before, after = classes < y, classes > y  # a class before y wins a tie; one after y loses it
+    before, after = (classes < y) & real, (classes > y) & real  # a class before y wins a tie; one after y loses it
     t = -da / torch.where(db != 0, db, 1.0)
 
     def bound(which: Tensor, rising: bool) -> Tensor:
         mask = which & ((db > 0) if rising else (db < 0))
-        return (torch.where(mask, t, -torch.inf).amax(dim=1) if rising else torch.where(mask, t, torch.inf).amin(dim=1)).reshape(1, -1)
+        return torch.where(mask, t, -torch.inf).amax(dim=1) if rising else torch.where(mask, t, torch.inf).amin(dim=1)
 
-    lo_strict, lo, hi_strict, hi = bound(before, True), bound(after, True), bound(before, False), bound(after, False)
     flat = db == 0
-    feasible = (~(flat & before & (da <= 0)).any(dim=1) & ~(flat & after & (da < 0)).any(dim=1)).reshape(1, -1)
+    feasible = ~(flat & before & (da <= 0)).any(dim=1) & ~(flat & after & (da < 0)).any(dim=1)
+    # right at c: c > lo_strict, c >= lo, c < hi_strict and c <= hi; as indices k of the ascending strengths
+    first = torch.maximum(torch.searchsorted(strengths, bound(before, True), right=True),
+                          torch.searchsorted(strengths, bound(after, True)))
+    stop = torch.minimum(torch.searchsorted(strengths, bound(before, False)), torch.searchsorted(strengths, bound(after, False), right=True))
+    stop = torch.where(feasible, torch.maximum(stop, first), first)  # an empty range where no strength is right
+    return a.masked_fill(~real, -torch.inf).argmax(dim=1) == y.reshape(-1), first, stop
 
-    def at(c: Tensor) -> Tensor:
-        return feasible & (c > lo_strict) & (c >= lo) & (c < hi_strict) & (c <= hi)
 
-    return a.argmax(dim=1) == y.reshape(-1), at
-
-
-def flips(view: ProbeGrid, A: Tensor, strengths: Sequence[float]) -> tuple[Tensor, Tensor]:
-    """(n_down, n_up) per strength (C each): items right unedited and wrong at c, and wrong unedited and right at c
-    (right_interval: exact, one product per keep set whatever the number of strengths)."""
-    if view.labels is None:
+def flips(views: Sequence[ProbeGrid], A: Tensor, strengths: Sequence[float]) -> tuple[Tensor, Tensor]:
+    """(n_down, n_up), K sets x C strengths each: per labelled keep set, its items right unedited and wrong at c, and
+    wrong unedited and right at c; exact, from each item's range of strengths where it is right (`right_range`),
+    counted with a difference array, one product per keep set whatever the number of strengths."""
+    if any(view.labels is None for view in views):
         raise PlatonicError("a keep set without labels has no accuracy to lose; flips reads labelled keep sets")
-    before, at = right_interval(view, A)
-    c = torch.as_tensor(strengths, dtype=torch.float64).reshape(-1, 1)
-    after = torch.where(c == 0, before, at(c))
-    return (before & ~after).sum(dim=1), (~before & after).sum(dim=1)
+    c = torch.as_tensor(strengths, dtype=torch.float64)
+    order = torch.argsort(c, stable=True)
+    before, first, stop = right_range(views, A, c[order].contiguous())
+    sizes = torch.tensor([len(view.labels) for view in views])
+    group = 2 * torch.repeat_interleave(torch.arange(len(views)), sizes) + before.long()  # per set: wrong, right at 0
+    edges = torch.zeros(2 * len(views), len(c) + 1, dtype=torch.long)
+    edges.index_put_((group, first), torch.ones_like(group), accumulate=True)
+    edges.index_put_((group, stop), -torch.ones_like(group), accumulate=True)
+    right = torch.empty(2 * len(views), len(c), dtype=torch.long)
+    right[:, order] = edges.cumsum(dim=1)[:, :-1]  # items right at each strength, per set and reading at 0
+    at_zero = c == 0  # unedited: nothing flips (the argmax itself, whatever the intervals' rounding says)
+    down = torch.where(at_zero, 0, torch.bincount(group[before] // 2, minlength=len(views)).reshape(-1, 1) - right[1::2])
+    return down, torch.where(at_zero, 0, right[0::2])
 
 
-def drop_bound(down: Tensor, up: Tensor, n: int, z: float) -> tuple[Tensor, Tensor]:
-    """(drop, bound) in points per strength from the flip counts of n items (module docstring)."""
+def drop_bound(down: Tensor, up: Tensor, n: int | Tensor, z: float) -> tuple[Tensor, Tensor]:
+    """(drop, bound) in points per strength from the flip counts of n items (module docstring); n may be a tensor
+    that broadcasts against the counts (K x 1: K sets' sizes)."""
     p_d, p_u = (down.double() + 1) / (n + 2), (up.double() + 1) / (n + 2)
     drop = p_d - p_u
     spread = torch.sqrt((p_d + p_u - drop ** 2).clamp_min(0) / (n + 2))
@@ -175,11 +199,11 @@ def budget_strength(A: Tensor, keep: Sequence[ProbeGrid], budget: float, confide
     searched = [c for c in strengths if cap is None or c <= cap]
     if not searched or searched[0] != 0:
         raise PlatonicError("the strengths searched start at 0")
-    curves = [drop_bound(*flips(view, A, searched), len(view.labels), z) for view in keep]
-    at = first_crossing(torch.stack([bound for _, bound in curves]), budget)
+    drop, bound = drop_bound(*flips(keep, A, searched), torch.tensor([[len(view.labels)] for view in keep]), z)
+    at = first_crossing(bound, budget)
     stopped = "budget" if at < len(searched) - 1 else "cap" if cap is not None and cap < strengths[-1] else "search end"
     at = max(at, 0)
-    readings = tuple(KeptReading(float(drop[at]), float(bound[at])) for drop, bound in curves)
+    readings = tuple(KeptReading(float(d), float(b)) for d, b in zip(drop[:, at], bound[:, at]))
     return BudgetChoice(float(searched[at]), stopped, readings)
 
 
