@@ -40,6 +40,8 @@ SEARCH_END = 4.0
 SEARCH = tuple(k * STEP for k in range(round(SEARCH_END / STEP) + 1))
 _CHUNK = 1 << 22  # logits held at once (strengths x items x classes)
 _UNEDITED: "weakref.WeakKeyDictionary[ProbeGrid, tuple[Tensor, Tensor, Tensor, Tensor]]" = weakref.WeakKeyDictionary()
+_LABELLED: "weakref.WeakKeyDictionary[ProbeGrid, tuple[Tensor, Tensor, Tensor, Tensor, Tensor]]" = weakref.WeakKeyDictionary()
+_INF = torch.tensor(torch.inf, dtype=torch.float64)
 
 
 def z_score(confidence: float) -> float:
@@ -81,15 +83,21 @@ def logits(view: ProbeGrid, A: Tensor) -> tuple[Tensor, Tensor]:
     return _logits(view, A.detach().cpu().double().T)
 
 
-def _logits(view: ProbeGrid, At: Tensor) -> tuple[Tensor, Tensor]:
-    """`logits` from A^T in float64 (converted once per edit, whatever the number of keep sets)."""
+def _logits(view: ProbeGrid, A_t: Tensor) -> tuple[Tensor, Tensor]:
+    """`logits` from A_t = A^T in float64 (converted once per edit, whatever the number of keep sets)."""
+    S, a, G, first = _unedited(view)
+    return a, (S @ (A_t @ G.T))[:, first]
+
+
+def _unedited(view: ProbeGrid) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(S, a, G, first) of a keep set, kept per set: its site inputs and unedited logits a in float64, its unit landmarks
+    and, per class, the first class whose landmark is the same row (whose columns it takes)."""
     if view not in _UNEDITED:
         G = unit_rows(view.landmarks.detach().cpu().double())
         _, group = torch.unique(G, dim=0, return_inverse=True)  # the first class of each group of equal rows stands for it
         first = torch.full((int(group.max()) + 1,), len(G)).scatter_reduce(0, group, torch.arange(len(G)), "amin")[group]
         _UNEDITED[view] = (view.site_inputs.detach().cpu().double(), (view.raw_embeddings.detach().cpu().double() @ G.T)[:, first], G, first)
-    S, a, G, first = _UNEDITED[view]
-    return a, (S @ (At @ G.T))[:, first]
+    return _UNEDITED[view]
 
 
 def predictions(view: ProbeGrid, A: Tensor, strengths: Sequence[float]) -> Tensor:
@@ -100,37 +108,35 @@ def predictions(view: ProbeGrid, A: Tensor, strengths: Sequence[float]) -> Tenso
     return torch.cat([(a + c[i:i + block, None, None] * b).argmax(dim=2) for i in range(0, len(c), block)])
 
 
-def right_range(views: Sequence[ProbeGrid], A: Tensor, strengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """(right at 0, first, stop) per item of the labelled `views`, stacked (N items in all): the item is right at
-    strengths[k] (ascending) for first <= k < stop, right meaning argmax_j (a_ij + c b_ij) is its label y. Each other class
-    j asks (a_iy - a_ij) + c (b_iy - b_ij) > 0 (>= for j after y: argmax takes the first of tied classes), a half-line in
-    c: from t = -da/db up when db > 0, up to t when db < 0, always or never when db = 0. Their intersection, an interval
-    of c, is found once in O(N M), and its ends among the strengths by bisection, instead of an argmax over M classes
-    at every strength. The sets are stacked as one (classes padded to the widest set and masked out)."""
-    At = A.detach().cpu().double().T  # once per edit, whatever the number of sets
-    parts = [_logits(view, At) for view in views]  # the same bits as `predictions`: the same ties
-    width = max(a.shape[1] for a, _ in parts)
-    a = torch.cat([torch.nn.functional.pad(a, (0, width - a.shape[1])) for a, _ in parts])
-    b = torch.cat([torch.nn.functional.pad(b, (0, width - b.shape[1])) for _, b in parts])
-    classes = torch.arange(width).reshape(1, -1)
-    real = classes < torch.cat([torch.full((len(a),), a.shape[1]) for a, _ in parts]).reshape(-1, 1)
-    y = torch.cat([torch.as_tensor(view.labels, dtype=torch.long) for view in views]).reshape(-1, 1)
-    da, db = a.gather(1, y) - a, b.gather(1, y) - b
-    before, after = (classes < y) & real, (classes > y) & real  # a class before y wins a tie; one after y loses it
-    t = -da / torch.where(db != 0, db, 1.0)
+def right_range(view: ProbeGrid, A_t: Tensor, strengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(right at 0, first, stop) per item of the labelled keep set: the item is right at strengths[k] (ascending) for
+    first <= k < stop, right meaning argmax_j (a_ij + c b_ij) is its label y (A_t: A^T in float64). Each other class j
+    asks (a_iy - a_ij) + c (b_iy - b_ij) > 0 (>= for j after y: argmax takes the first of tied classes), a half-line in
+    c: from t = -da/db up when db > 0, up to t when db < 0, always or never when db = 0; a strict end is the next
+    float64 past t. Their intersection, an interval of c, is found once in O(n M), and its ends among the strengths by
+    bisection, instead of an argmax over M classes at every strength. What reads only a and y is kept per keep set."""
+    y, a_less, before, blocks, right = _labelled(view)
+    b = _logits(view, A_t)[1]  # the same bits as `predictions`: the same ties
+    db = b.gather(1, y) - b
+    t = a_less / torch.where(db != 0, db, 1.0)  # -da / db
+    lo = torch.where(db > 0, torch.where(before, t.nextafter(_INF), t), -_INF).amax(dim=1)
+    hi = torch.where(db < 0, torch.where(before, t.nextafter(-_INF), t), _INF).amin(dim=1)
+    first, stop = torch.searchsorted(strengths, lo), torch.searchsorted(strengths, hi, right=True)  # c >= lo, c <= hi
+    feasible = ~((db == 0) & blocks).any(dim=1)
+    return right, first, torch.where(feasible, torch.maximum(stop, first), first)  # an empty range where none is right
 
-    def bound(which: Tensor, rising: bool) -> Tensor:
-        mask = which & ((db > 0) if rising else (db < 0))
-        return torch.where(mask, t, -torch.inf).amax(dim=1) if rising else torch.where(mask, t, torch.inf).amin(dim=1)
 
-    flat = db == 0
-    feasible = ~(flat & before & (da <= 0)).any(dim=1) & ~(flat & after & (da < 0)).any(dim=1)
-    # right at c: c > lo_strict, c >= lo, c < hi_strict and c <= hi; as indices k of the ascending strengths
-    first = torch.maximum(torch.searchsorted(strengths, bound(before, True), right=True),
-                          torch.searchsorted(strengths, bound(after, True)))
-    stop = torch.minimum(torch.searchsorted(strengths, bound(before, False)), torch.searchsorted(strengths, bound(after, False), right=True))
-    stop = torch.where(feasible, torch.maximum(stop, first), first)  # an empty range where no strength is right
-    return a.masked_fill(~real, -torch.inf).argmax(dim=1) == y.reshape(-1), first, stop
+def _labelled(view: ProbeGrid) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """What `right_range` reads of a labelled keep set whatever the edit (kept per set): labels y (n x 1), a_ij - a_iy,
+    the classes before y, the classes that make an item wrong at every strength when the edit moves them as it moves y
+    (da <= 0 before y, da < 0 after it) and the items right unedited."""
+    if view not in _LABELLED:
+        a = _unedited(view)[1]
+        y = torch.as_tensor(view.labels, dtype=torch.long).reshape(-1, 1)
+        a_less = a - a.gather(1, y)
+        before = torch.arange(a.shape[1]).reshape(1, -1) < y
+        _LABELLED[view] = (y, a_less, before, torch.where(before, a_less >= 0, a_less > 0), a.argmax(dim=1) == y.reshape(-1))
+    return _LABELLED[view]
 
 
 def flips(views: Sequence[ProbeGrid], A: Tensor, strengths: Sequence[float]) -> tuple[Tensor, Tensor]:
@@ -141,7 +147,8 @@ def flips(views: Sequence[ProbeGrid], A: Tensor, strengths: Sequence[float]) -> 
         raise PlatonicError("a keep set without labels has no accuracy to lose; flips reads labelled keep sets")
     c = torch.as_tensor(strengths, dtype=torch.float64)
     order = torch.argsort(c, stable=True)
-    before, first, stop = right_range(views, A, c[order].contiguous())
+    A_t, ascending = A.detach().cpu().double().T, c[order].contiguous()  # A^T once per edit, whatever the number of sets
+    before, first, stop = (torch.cat(part) for part in zip(*(right_range(view, A_t, ascending) for view in views)))
     sizes = torch.tensor([len(view.labels) for view in views])
     group = 2 * torch.repeat_interleave(torch.arange(len(views)), sizes) + before.long()  # per set: wrong, right at 0
     edges = torch.zeros(2 * len(views), len(c) + 1, dtype=torch.long)
