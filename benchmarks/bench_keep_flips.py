@@ -1,4 +1,4 @@
-"""The budget rule's hot path, side by side: a keep set's flips at every searched strength from each item's interval of
+"""The budget rule's hot path, side by side: a keep set's flips at every searched strength from each item's range of
 strengths where it is right (strength/budget.py `flips`) against an argmax over the classes at every strength
 (`predictions`, what flips did before), on keep sets of a world's size; the counts are checked equal.
 
