@@ -27,7 +27,7 @@ def what_moved(summary: Mapping[str, Any]) -> str:
     cells = [f"{plural(summary[key]['cells'], KIND_WORDS[k][0])} ({KIND_WORDS[k][1]}; {GROUP_WORDS[g]})"
              for k, g in ORDER if (key := group_key(k, g)) in summary]
     text = (f"What fine-tuning taught one model was moved into another of a different architecture or width, without the target's "
-            f"own fine-tune and without a label: {len(families)} {models} ({', '.join(families)}), each a source for the others "
+            f"own fine-tune and without a label of the moved tasks: {len(families)} {models} ({', '.join(families)}), each a source for the others "
             "and a target. In each cell a target receives the descriptors of what its sources' fine-tunes learnt on the cell's "
             "tasks; every figure is a mean over cells.")
     if cells:
